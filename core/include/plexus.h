@@ -1,0 +1,66 @@
+/*
+ * Plexus extensions to the NCCL API: host streams and events (the host backend's analog of CUDA
+ * streams), per-thread host device selection, and introspection.
+ *
+ * A host stream is an in-order queue: collectives enqueued on it run asynchronously, in order, and
+ * plexusStreamSynchronize waits for all of them. Its handle is a cudaStream_t, so it is passed to
+ * ncclAllReduce and friends unchanged. A NULL stream is the default host stream of a host device:
+ * in collectives the communicator's device, in plexusStream* calls the thread's current device.
+ */
+#ifndef PLEXUS_H_
+#define PLEXUS_H_
+
+#include "nccl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLEXUS_VERSION_MAJOR 0
+#define PLEXUS_VERSION_MINOR 1
+#define PLEXUS_VERSION_PATCH 0
+
+typedef struct plexusEvent* plexusEvent_t;
+
+/* Host streams. */
+ncclResult_t plexusStreamCreate(cudaStream_t* stream);
+ncclResult_t plexusStreamDestroy(cudaStream_t stream);
+/* Waits until everything enqueued on the stream has run; returns the first error any of it hit. */
+ncclResult_t plexusStreamSynchronize(cudaStream_t stream);
+/* ncclSuccess when the stream is idle, ncclInProgress while work is pending. */
+ncclResult_t plexusStreamQuery(cudaStream_t stream);
+ncclResult_t plexusStreamWaitEvent(cudaStream_t stream, plexusEvent_t event);
+
+/* Host events: mark a point in a stream; record times for plexusEventElapsedTime. */
+ncclResult_t plexusEventCreate(plexusEvent_t* event);
+ncclResult_t plexusEventDestroy(plexusEvent_t event);
+ncclResult_t plexusEventRecord(plexusEvent_t event, cudaStream_t stream);
+ncclResult_t plexusEventSynchronize(plexusEvent_t event);
+ncclResult_t plexusEventQuery(plexusEvent_t event);
+ncclResult_t plexusEventElapsedTime(float* ms, plexusEvent_t start, plexusEvent_t end);
+
+/* The host analog of cudaSetDevice: the device a thread's communicators are created on. Host
+ * devices are numbered 0..PLEXUS_MAX_HOST_DEVICES-1; they name ranks, not hardware. */
+#define PLEXUS_MAX_HOST_DEVICES 4096
+ncclResult_t plexusSetDevice(int device);
+ncclResult_t plexusGetDevice(int* device);
+
+/* Introspection. */
+typedef enum { plexusBackendHost = 0, plexusBackendCuda = 1 } plexusBackend_t;
+ncclResult_t plexusCommGetBackend(ncclComm_t comm, plexusBackend_t* backend);
+/* Number of channels the communicator has set up. */
+ncclResult_t plexusCommChannelCount(ncclComm_t comm, int* nChannels);
+/* The algorithm/protocol/channel choice of the last collective enqueued on this communicator. */
+typedef struct {
+  const char* algorithm;
+  const char* protocol;
+  int nChannels;
+  size_t chunkBytes;
+} plexusDecision_t;
+ncclResult_t plexusCommLastDecision(ncclComm_t comm, plexusDecision_t* decision);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PLEXUS_H_ */

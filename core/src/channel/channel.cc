@@ -1,0 +1,46 @@
+#include "channel.h"
+
+#include "misc/check.h"
+
+namespace plexus {
+
+void channelsInit(Channels* ch, int nChannels, int nRanks) {
+  ch->count = nChannels;
+  ch->dev.assign(nChannels, plexusDevChannel_v1_t{});
+  ch->peers.assign(nChannels, std::vector<plexusDevChannelPeer_v1_t>(nRanks, plexusDevChannelPeer_v1_t{}));
+  ch->ringOrder.assign(nChannels, std::vector<int>(nRanks, 0));
+  for (int c = 0; c < nChannels; c++) {
+    plexusDevChannel_v1_t& d = ch->dev[c];
+    d.id = c;
+    d.status = PLEXUS_CHANNEL_OK;
+    d.peers = ch->peers[c].data();
+    d.ring.userRanks = ch->ringOrder[c].data();
+    d.tree.up = -1;
+    for (int& down : d.tree.down) down = -1;
+    d.waitPeer = -1;
+  }
+}
+
+ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph) {
+  for (int c = 0; c < ch->count; c++) {
+    const std::vector<int>& order = ch->ringOrder[c];
+    std::vector<int> seen(nRanks, 0);
+    int index = -1;
+    for (int i = 0; i < nRanks; i++) {
+      int r = order[i];
+      if (r < 0 || r >= nRanks || seen[r]++)
+        return setError(nullptr, ncclInternalError,
+                        "algorithm graph: channel %d's ring order is not a permutation of the %d ranks (position %d "
+                        "holds %d)", c, nRanks, i, r);
+      if (r == rank) index = i;
+    }
+    plexusDevRing_v1_t& ring = ch->dev[c].ring;
+    ring.index = index;
+    ring.prev = order[(index + nRanks - 1) % nRanks];
+    ring.next = order[(index + 1) % nRanks];
+  }
+  (void)graph;
+  return ncclSuccess;
+}
+
+}  // namespace plexus

@@ -1,0 +1,36 @@
+// Per-communicator channels (layer 3): each channel has a Ring (and a Tree), and per peer a send and
+// a recv connector whose buffers, head/tail and connFifo the transports fill in.
+#pragma once
+
+#include <plexus/algo_v1.h>
+#include <plexus/device_v1.h>
+
+#include <vector>
+
+namespace plexus {
+
+struct TransportPlugin;
+
+// One connector's transport resources, freed with the communicator.
+struct Connection {
+  const TransportPlugin* transport = nullptr;
+  void* resources = nullptr;
+  bool isSend = false;
+  int channel = 0;
+  int peer = 0;
+};
+
+struct Channels {
+  int count = 0;
+  std::vector<plexusDevChannel_v1_t> dev;                 // what kernels see, one per channel
+  std::vector<std::vector<plexusDevChannelPeer_v1_t>> peers;  // [channel][rank]
+  std::vector<std::vector<int>> ringOrder;                // [channel][position] -> rank
+  std::vector<Connection> connections;
+};
+
+// Allocates nChannels channels for nRanks ranks with no connections yet.
+void channelsInit(Channels* ch, int nChannels, int nRanks);
+// Sets each channel's ring (prev, next, this rank's index) from an algorithm's graph.
+ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph);
+
+}  // namespace plexus

@@ -1,0 +1,312 @@
+// The public C API: NCCL's entry points (and pncclX twins), validated here and nowhere else, with
+// errors turned into NCCL's codes and a message for ncclGetLastError.
+#include <nccl.h>
+#include <plexus.h>
+#include <plexus/device/reduce.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "executor/host_executor.h"
+#include "group/group.h"
+#include "misc/check.h"
+#include "planner/planner.h"
+#include "stream/host_stream.h"
+
+namespace plexus {
+ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config);
+ncclResult_t setDevice(int device);
+int getDevice();
+}  // namespace plexus
+
+using namespace plexus;
+
+// ncclX is weak so that a profiling library can interpose it and still reach pncclX, as with NCCL.
+#define NCCL_API(ret, func, ...)                                                                        \
+  extern "C" __attribute__((visibility("default"))) __attribute__((alias(#func))) ret p##func(__VA_ARGS__); \
+  extern "C" __attribute__((visibility("default"))) __attribute__((weak)) ret func(__VA_ARGS__)
+
+NCCL_API(ncclResult_t, ncclGetVersion, int* version);
+ncclResult_t ncclGetVersion(int* version) {
+  if (!version) return setError(nullptr, ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId);
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (!uniqueId) return setError(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  return bootstrapGetUniqueId(uniqueId);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return commInitRank(comm, nranks, commId, rank, nullptr);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+         ncclConfig_t* config);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  return commInitRank(comm, nranks, commId, rank, config);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist);
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (!comms) return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: comms is NULL");
+  if (ndev < 1) return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: ndev %d must be at least 1", ndev);
+  if (devlist)
+    for (int i = 0; i < ndev; i++) {
+      if (devlist[i] < 0 || devlist[i] >= PLEXUS_MAX_HOST_DEVICES)
+        return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: devlist[%d]=%d is not a valid device", i,
+                        devlist[i]);
+      for (int j = 0; j < i; j++)
+        if (devlist[j] == devlist[i])
+          return setError(nullptr, ncclInvalidUsage, "ncclCommInitAll: device %d appears twice in devlist", devlist[i]);
+    }
+  ncclUniqueId id;
+  NCCLCHECK(bootstrapGetUniqueId(&id));
+  std::vector<ncclResult_t> results(ndev, ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; i++)
+    threads.emplace_back([&, i] {
+      plexus::setDevice(devlist ? devlist[i] : i);
+      results[i] = commInitRank(&comms[i], ndev, id, i, nullptr);
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < ndev; i++)
+    if (results[i] != ncclSuccess) {
+      for (int j = 0; j < ndev; j++)
+        if (comms[j]) {
+          ncclCommAbort(comms[j]);
+          comms[j] = nullptr;
+        }
+      return results[i];
+    }
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm);
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  NCCLCHECK(checkComm(comm, "ncclCommFinalize"));
+  comm->executor->waitIdle();
+  return comm->asyncError.load();
+}
+
+static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  if (abort || comm->asyncError.load() != ncclSuccess) {
+    // Waits give up at once; whatever is in flight finishes with an error.
+    comm->abortFlag = 1;
+    if (comm->bootstrap) comm->bootstrap->abort();
+  }
+  if (comm->executor) comm->executor->waitIdle();
+  commRegister(comm, false);
+  commFree(comm);
+  delete comm;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm);
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  NCCLCHECK(checkComm(comm, "ncclCommDestroy", false));
+  return commTeardown(comm, false);
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  NCCLCHECK(checkComm(comm, "ncclCommAbort", false));
+  comm->abortFlag = 1;
+  if (comm->bootstrap) comm->bootstrap->abort();
+  return commTeardown(comm, true);
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count);
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  NCCLCHECK(checkComm(comm, "ncclCommCount"));
+  if (!count) return setError(comm, ncclInvalidArgument, "ncclCommCount: count is NULL");
+  *count = comm->nRanks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank);
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  NCCLCHECK(checkComm(comm, "ncclCommUserRank"));
+  if (!rank) return setError(comm, ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device);
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  NCCLCHECK(checkComm(comm, "ncclCommCuDevice"));
+  if (!device) return setError(comm, ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+NCCL_API(const char*, ncclGetErrorString, ncclResult_t result);
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the Plexus developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "operation timed out";
+    default: return "unknown result code";
+  }
+}
+
+NCCL_API(const char*, ncclGetLastError, ncclComm_t comm);
+const char* ncclGetLastError(ncclComm_t comm) { return lastError(comm); }
+
+NCCL_API(void, ncclResetDebugInit, void);
+void ncclResetDebugInit(void) { debugLevel = -1; }
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  NCCLCHECK(checkComm(comm, "ncclCommGetAsyncError", false));
+  if (!asyncError) return setError(comm, ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  if (comm->state.load() == ncclComm::State::Initializing) {
+    *asyncError = ncclInProgress;
+    return ncclSuccess;
+  }
+  *asyncError = comm->asyncError.load();
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart, void);
+ncclResult_t ncclGroupStart(void) { return groupStart(); }
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void);
+ncclResult_t ncclGroupEnd(void) { return groupEnd(); }
+
+namespace {
+
+// Refuses an operation: inside a group the group's ncclGroupEnd fails too, as with NCCL.
+ncclResult_t refuse(ncclResult_t r) {
+  groupRecordError(r);
+  return r;
+}
+
+// The kernel-side operator for a user op: ncclAvg is a pre-multiplication by 1/n for floating types
+// and a post-division by n for integers.
+ncclResult_t deviceRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, plexusDevRedOp_t* devOp,
+                         uint64_t* arg) {
+  *arg = 0;
+  switch (op) {
+    case ncclSum: *devOp = plexusDevSum; return ncclSuccess;
+    case ncclProd: *devOp = plexusDevProd; return ncclSuccess;
+    case ncclMax: *devOp = plexusDevMax; return ncclSuccess;
+    case ncclMin: *devOp = plexusDevMin; return ncclSuccess;
+    case ncclAvg: break;
+    default:
+      return setError(comm, ncclInvalidArgument, "reduction op %d is not a valid ncclRedOp_t (0..%d)", (int)op,
+                      ncclNumOps - 1);
+  }
+  const float inv = 1.0f / (float)comm->nRanks;
+  switch (type) {
+    case ncclFloat32: *devOp = plexusDevPreMulSum; *arg = dev::floatBits(inv); break;
+    case ncclFloat64: {
+      double d = 1.0 / comm->nRanks;
+      *devOp = plexusDevPreMulSum;
+      memcpy(arg, &d, sizeof(d));
+      break;
+    }
+    case ncclFloat16: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::half_t>(inv).bits; break;
+    case ncclBfloat16: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::bf16_t>(inv).bits; break;
+    case ncclFloat8e4m3: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::fp8e4m3_t>(inv).bits; break;
+    case ncclFloat8e5m2: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::fp8e5m2_t>(inv).bits; break;
+    default: *devOp = plexusDevSumPostDiv; *arg = (uint64_t)comm->nRanks; break;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkCollArgs(ncclComm* comm, const char* api, const void* sendbuff, void* recvbuff, size_t count,
+                           ncclDataType_t datatype, cudaStream_t stream, HostStream** hostStream) {
+  NCCLCHECK(checkComm(comm, api));
+  if ((int)datatype < 0 || datatype >= ncclNumTypes)
+    return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, (int)datatype,
+                    ncclNumTypes - 1);
+  size_t elem = typeSize(datatype);
+  if (count > SIZE_MAX / elem / (size_t)comm->nRanks)
+    return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
+                    count, elem);
+  if (count > 0 && (!sendbuff || !recvbuff))
+    return setError(comm, ncclInvalidArgument, "%s: %s is NULL with count %zu", api, sendbuff ? "recvbuff" : "sendbuff",
+                    count);
+  *hostStream = hostStreamOf(stream, comm->device);
+  if (!*hostStream)
+    return setError(comm, ncclInvalidArgument,
+                    "%s: stream %p is not a Plexus host stream; on the host backend create streams with "
+                    "plexusStreamCreate (or pass NULL for the default stream)", api, (void*)stream);
+  ncclResult_t async = comm->asyncError.load();
+  if (async != ncclSuccess)
+    return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
+                    ncclGetErrorString(async), lastError(comm));
+  return ncclSuccess;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  Task t{};
+  ncclResult_t r = checkCollArgs(comm, "ncclAllReduce", sendbuff, recvbuff, count, datatype, stream, &t.stream);
+  if (r == ncclSuccess) r = deviceRedOp(comm, op, datatype, &t.devOp, &t.redOpArg);
+  if (r != ncclSuccess) return refuse(r);
+  t.func = ncclFuncAllReduce;
+  t.sendbuff = sendbuff;
+  t.recvbuff = recvbuff;
+  t.count = count;
+  t.datatype = datatype;
+  t.userOp = op;
+  t.root = 0;
+  t.peer = -1;
+  if (count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too
+  return enqueueTask(comm, t);
+}
+
+// Plexus extensions.
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusSetDevice(int device) {
+  return plexus::setDevice(device);
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusGetDevice(int* device) {
+  if (!device) return setError(nullptr, ncclInvalidArgument, "plexusGetDevice: device is NULL");
+  *device = plexus::getDevice();
+  return ncclSuccess;
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetBackend(ncclComm_t comm,
+                                                                                     plexusBackend_t* backend) {
+  NCCLCHECK(checkComm(comm, "plexusCommGetBackend"));
+  if (!backend) return setError(comm, ncclInvalidArgument, "plexusCommGetBackend: backend is NULL");
+  *backend = comm->backend;
+  return ncclSuccess;
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommChannelCount(ncclComm_t comm, int* n) {
+  NCCLCHECK(checkComm(comm, "plexusCommChannelCount"));
+  if (!n) return setError(comm, ncclInvalidArgument, "plexusCommChannelCount: nChannels is NULL");
+  *n = comm->channels.count;
+  return ncclSuccess;
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommLastDecision(ncclComm_t comm,
+                                                                                       plexusDecision_t* decision) {
+  NCCLCHECK(checkComm(comm, "plexusCommLastDecision"));
+  if (!decision) return setError(comm, ncclInvalidArgument, "plexusCommLastDecision: decision is NULL");
+  *decision = comm->lastDecision;
+  return ncclSuccess;
+}

@@ -1,0 +1,88 @@
+// The communicator (layer 1): identity, membership and everything a rank owns for its lifetime.
+#pragma once
+
+#include <nccl.h>
+#include <plexus.h>
+#include <plexus/algo_v1.h>
+#include <plexus/transport_v1.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "channel/channel.h"
+#include "fifo/work_fifo.h"
+#include "plugin/loader.h"
+#include "topo/topo.h"
+
+namespace plexus {
+class HostExecutor;
+struct Task;
+
+// An algorithm plugin as one communicator uses it.
+struct AlgoInstance {
+  const AlgoPlugin* plugin = nullptr;
+  void* ctx = nullptr;
+};
+}  // namespace plexus
+
+struct ncclComm {
+  enum class State { Initializing, Ready, Failed };
+
+  std::atomic<State> state{State::Initializing};
+  int rank = -1;
+  int nRanks = 0;
+  int device = 0;
+  plexusBackend_t backend = plexusBackendHost;
+  int blocking = 1;
+  std::string commName;
+  uint64_t commHash = 0;
+
+  std::unique_ptr<plexus::Bootstrap> bootstrap;
+  std::vector<plexusPeerInfo_v1_t> peerInfo;
+  plexus::Topology topo;
+
+  std::atomic<ncclResult_t> asyncError{ncclSuccess};
+  std::mutex errorMutex;
+  std::string lastError;
+  alignas(64) volatile uint32_t abortFlag = 0;
+
+  plexus::Channels channels;
+  plexusDevComm_v1_t devComm{};
+  std::vector<plexus::AlgoInstance> algos;
+  std::vector<const plexus::TransportPlugin*> transports;
+  size_t buffSize = 0;  // Simple protocol bytes per connection
+
+  plexus::WorkFifo workFifo;
+  std::unique_ptr<plexus::HostExecutor> executor;
+  uint64_t opCount = 0;
+
+  // Group state: tasks collected until the outermost ncclGroupEnd.
+  std::vector<plexus::Task> tasks;
+  bool inGroup = false;
+
+  std::thread initThread;  // nonblocking init runs here
+  plexusDecision_t lastDecision{};
+
+  ncclComm();
+  ~ncclComm();
+};
+
+namespace plexus {
+
+// ncclSuccess when comm looks like a live, initialised communicator; else an error naming `api`.
+ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady = true);
+
+// Live communicators: the API validates handles against this set, so a destroyed or made-up pointer
+// is an error, never a read of freed memory.
+void commRegister(ncclComm* comm, bool live);
+bool commIsLive(const ncclComm* comm);
+
+// Tears down what init built (channels, connections, executor, plugins' contexts, bootstrap).
+void commFree(ncclComm* comm);
+
+}  // namespace plexus

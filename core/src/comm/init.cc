@@ -1,0 +1,269 @@
+// Communicator creation and teardown: bootstrap, peer info, topology, algorithm graphs, channels,
+// connections, executor.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "comm/communicator.h"
+#include "executor/host_executor.h"
+#include "group/group.h"
+#include "misc/check.h"
+#include "misc/env.h"
+#include "misc/rand.h"
+#include "transport/transport.h"
+
+ncclComm::ncclComm() = default;
+ncclComm::~ncclComm() = default;
+
+namespace plexus {
+
+namespace {
+
+thread_local int currentDevice = 0;
+
+std::vector<std::string> algorithmNames() {
+  std::vector<std::string> names;
+  std::string spec = envStr("ALGORITHMS", "ring");
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string tok = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!tok.empty()) names.push_back(tok);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return names;
+}
+
+// Channels to set up: NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it; by default as many as the
+// node's cores can run at once for its ranks (a host channel is a thread), at most 4.
+int channelCount(const ncclComm* comm) {
+  int cores = (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  int n = std::clamp(cores / std::max(1, comm->topo.nLocalRanks), 1, 4);
+  int lo = (int)envInt("MIN_NCHANNELS", 1), hi = (int)envInt("MAX_NCHANNELS", PLEXUS_MAXCHANNELS);
+  n = std::max(n, lo);
+  n = std::min(n, hi);
+  return std::clamp(n, 1, PLEXUS_MAXCHANNELS);
+}
+
+ncclResult_t setupAlgorithms(ncclComm* comm) {
+  std::vector<const AlgoPlugin*> plugins;
+  NCCLCHECK(loadAlgorithms(algorithmNames(), &plugins));
+  plexusAlgoTopo_v1_t topo{};
+  topo.rank = comm->rank;
+  topo.nRanks = comm->nRanks;
+  topo.node = comm->topo.node;
+  topo.nNodes = comm->topo.nNodes;
+  topo.localRank = comm->topo.localRank;
+  topo.nLocalRanks = comm->topo.nLocalRanks;
+  topo.rankNode = comm->topo.rankNode.data();
+  topo.rankLocalRank = comm->topo.rankLocalRank.data();
+  bool haveRing = false;
+  for (const AlgoPlugin* p : plugins) {
+    AlgoInstance inst{p, nullptr};
+    if (p->api->init(&inst.ctx, &topo, debugLog) != ncclSuccess)
+      return setError(comm, ncclInternalError, "algorithm plugin '%s' (%s): init failed on rank %d", p->name.c_str(),
+                      p->path.c_str(), comm->rank);
+    comm->algos.push_back(inst);
+    plexusAlgoGraph_v1_t graph{};
+    graph.nChannels = comm->channels.count;
+    for (int c = 0; c < graph.nChannels; c++) graph.channels[c].ringOrder = comm->channels.ringOrder[c].data();
+    std::vector<std::vector<int>> saved = comm->channels.ringOrder;
+    if (p->api->buildGraph(inst.ctx, &graph) != ncclSuccess)
+      return setError(comm, ncclInternalError, "algorithm plugin '%s': buildGraph failed on rank %d", p->name.c_str(),
+                      comm->rank);
+    if ((graph.connectMask & PLEXUS_ALGO_CONNECT_RING) && !haveRing) {
+      haveRing = true;  // the first ring-building algorithm defines the channels' rings
+      NCCLCHECK(channelsSetRings(&comm->channels, comm->rank, comm->nRanks, graph));
+    } else {
+      comm->channels.ringOrder = saved;
+    }
+  }
+  if (comm->nRanks > 1 && haveRing) {
+    std::vector<ConnectRequest> reqs;
+    for (int c = 0; c < comm->channels.count; c++) {
+      reqs.push_back({c, comm->channels.dev[c].ring.prev, false});
+      reqs.push_back({c, comm->channels.dev[c].ring.next, true});
+    }
+    NCCLCHECK(transportConnect(comm, reqs));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t commInitImpl(ncclComm* comm, const ncclUniqueId& id) {
+  debugSetThreadRank(comm->rank);
+  NCCLCHECK(Bootstrap::init(id, comm->rank, comm->nRanks, &comm->abortFlag, &comm->bootstrap));
+  comm->commHash = hashBytes(&id, sizeof(id));
+  comm->peerInfo.assign(comm->nRanks, plexusPeerInfo_v1_t{});
+  comm->peerInfo[comm->rank] = localPeerInfo(comm->rank, comm->device, comm->backend);
+  NCCLCHECK(comm->bootstrap->allGather(comm->peerInfo.data(), sizeof(plexusPeerInfo_v1_t)));
+  comm->topo = computeTopology(comm->peerInfo, comm->rank);
+
+  comm->buffSize = (size_t)envInt("BUFFSIZE", 4 << 20);
+  if (comm->buffSize < 4096 * PLEXUS_STEPS || comm->buffSize > (1u << 30))
+    return setError(comm, ncclInvalidArgument, "NCCL_BUFFSIZE=%zu is out of range [%d, 1 GiB]", comm->buffSize,
+                    4096 * PLEXUS_STEPS);
+  comm->buffSize &= ~(size_t)(4096 * PLEXUS_STEPS - 1);  // page-aligned slots
+  // Channel count and buffer size must agree on every rank: take the smallest any rank proposes.
+  std::vector<int> proposals(comm->nRanks);
+  proposals[comm->rank] = channelCount(comm);
+  NCCLCHECK(comm->bootstrap->allGather(proposals.data(), sizeof(int)));
+  std::vector<size_t> buffs(comm->nRanks);
+  buffs[comm->rank] = comm->buffSize;
+  NCCLCHECK(comm->bootstrap->allGather(buffs.data(), sizeof(size_t)));
+  comm->buffSize = *std::min_element(buffs.begin(), buffs.end());
+  channelsInit(&comm->channels, *std::min_element(proposals.begin(), proposals.end()), comm->nRanks);
+
+  NCCLCHECK(loadTransports(&comm->transports));
+  NCCLCHECK(setupAlgorithms(comm));
+
+  comm->devComm.version = PLEXUS_DEVICE_ABI_VERSION;
+  comm->devComm.rank = comm->rank;
+  comm->devComm.nRanks = comm->nRanks;
+  comm->devComm.nChannels = comm->channels.count;
+  comm->devComm.abortFlag = &comm->abortFlag;
+  comm->devComm.timeoutNs = (uint64_t)std::max<int64_t>(0, envInt("TIMEOUT", 0)) * 1000000000ull;
+  comm->devComm.channels = comm->channels.dev.data();
+  comm->executor = std::make_unique<HostExecutor>(comm);
+
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend host commId 0x%llx - Init COMPLETE"
+       " (%d channel(s), %zu B per connection)", (void*)comm, comm->rank, comm->nRanks, comm->topo.nNodes,
+       comm->topo.nLocalRanks, comm->device, (unsigned long long)comm->commHash, comm->channels.count, comm->buffSize);
+  return ncclSuccess;
+}
+
+void runInit(ncclComm* comm, ncclUniqueId id) {
+  ncclResult_t r = commInitImpl(comm, id);
+  if (r == ncclSuccess) {
+    comm->state = ncclComm::State::Ready;
+  } else {
+    comm->asyncError = r;
+    comm->state = ncclComm::State::Failed;
+  }
+}
+
+}  // namespace
+
+namespace {
+std::mutex liveMutex;
+std::unordered_set<const ncclComm*>& liveComms() {
+  static auto* set = new std::unordered_set<const ncclComm*>();
+  return *set;
+}
+}  // namespace
+
+void commRegister(ncclComm* comm, bool live) {
+  std::lock_guard<std::mutex> lock(liveMutex);
+  if (live) liveComms().insert(comm);
+  else liveComms().erase(comm);
+}
+
+bool commIsLive(const ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(liveMutex);
+  return liveComms().count(comm) != 0;
+}
+
+ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady) {
+  if (!comm) return setError(nullptr, ncclInvalidArgument, "%s: comm is NULL", api);
+  if (!commIsLive(comm))
+    return setError(nullptr, ncclInvalidArgument, "%s: %p is not a communicator (destroyed, or never created)", api,
+                    (void*)comm);
+  if (requireReady) {
+    ncclComm::State s = comm->state.load();
+    if (s == ncclComm::State::Initializing)
+      return setError(comm, ncclInvalidUsage, "%s: the communicator is still initializing; poll "
+                      "ncclCommGetAsyncError until it returns ncclSuccess", api);
+    if (s == ncclComm::State::Failed)
+      return setError(comm, ncclInvalidUsage, "%s: the communicator failed to initialize (%s); destroy it", api,
+                      ncclGetErrorString(comm->asyncError.load()));
+  }
+  return ncclSuccess;
+}
+
+void commFree(ncclComm* comm) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  comm->executor.reset();
+  transportFreeAll(comm);
+  for (AlgoInstance& a : comm->algos)
+    if (a.ctx) a.plugin->api->finalize(a.ctx);
+  comm->algos.clear();
+  comm->bootstrap.reset();
+}
+
+ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+  if (!out) return setError(nullptr, ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
+  *out = nullptr;
+  if (nranks < 1) return setError(nullptr, ncclInvalidArgument, "ncclCommInitRank: nranks %d must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return setError(nullptr, ncclInvalidArgument, "ncclCommInitRank: rank %d is out of range [0, %d)", rank, nranks);
+  if (!handleValid(id))
+    return setError(nullptr, ncclInvalidArgument,
+                    "ncclCommInitRank: the unique id was not made by ncclGetUniqueId (bad magic or checksum); pass "
+                    "the id rank 0 got from ncclGetUniqueId, unchanged, to every rank");
+  int blocking = 1;
+  std::string name;
+  if (config) {
+    if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, splitShare))
+      return setError(nullptr, ncclInvalidArgument,
+                      "ncclCommInitRankConfig: config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x, "
+                      "size %zu)", config->magic, config->size);
+    if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
+      if (config->blocking != 0 && config->blocking != 1)
+        return setError(nullptr, ncclInvalidArgument, "ncclCommInitRankConfig: config.blocking=%d must be 0 or 1",
+                        config->blocking);
+      blocking = config->blocking;
+    }
+    if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char*) && config->commName)
+      name = config->commName;
+  }
+  auto* comm = new ncclComm();
+  comm->rank = rank;
+  comm->nRanks = nranks;
+  comm->device = currentDevice;
+  comm->blocking = blocking;
+  comm->commName = name;
+  if (envGet("COMM_ID") && rank == 0) {
+    // With NCCL_COMM_ID every rank computed the same id; rank 0 serves it.
+    ncclResult_t r = bootstrapCreateRoot(id, true);
+    if (r != ncclSuccess) {
+      delete comm;
+      return r;
+    }
+  }
+  commRegister(comm, true);
+  if (!blocking || groupDepth() > 0) {
+    comm->initThread = std::thread(runInit, comm, id);
+    *out = comm;
+    if (groupDepth() > 0) {
+      groupAddInit(comm);
+      return blocking ? ncclSuccess : ncclInProgress;
+    }
+    return ncclInProgress;
+  }
+  runInit(comm, id);
+  if (comm->state != ncclComm::State::Ready) {
+    ncclResult_t r = comm->asyncError.load();
+    commRegister(comm, false);
+    commFree(comm);
+    delete comm;
+    return r;
+  }
+  *out = comm;
+  return ncclSuccess;
+}
+
+ncclResult_t setDevice(int device) {
+  if (device < 0 || device >= PLEXUS_MAX_HOST_DEVICES)
+    return setError(nullptr, ncclInvalidArgument, "plexusSetDevice: device %d is out of range [0, %d)", device,
+                    PLEXUS_MAX_HOST_DEVICES);
+  currentDevice = device;
+  return ncclSuccess;
+}
+
+int getDevice() { return currentDevice; }
+
+}  // namespace plexus

@@ -1,0 +1,130 @@
+#include "host_executor.h"
+
+#include <plexus/device/arch.h>
+
+#include "comm/communicator.h"
+#include "misc/check.h"
+#include "planner/planner.h"
+#include "stream/host_stream.h"
+
+namespace plexus {
+
+HostExecutor::HostExecutor(ncclComm* comm) : comm_(comm) {
+  workers_.resize(comm->channels.count);
+  for (int c = 1; c < comm->channels.count; c++) {
+    workers_[c] = std::make_unique<Worker>();
+    workers_[c]->thread = std::thread([this, c] { workerLoop(c); });
+  }
+}
+
+HostExecutor::~HostExecutor() {
+  waitIdle();
+  for (int c = 1; c < (int)workers_.size(); c++) {
+    {
+      std::lock_guard<std::mutex> lock(workers_[c]->mu);
+      workers_[c]->stop = true;
+    }
+    workers_[c]->cv.notify_one();
+    workers_[c]->thread.join();
+  }
+}
+
+void HostExecutor::launch(HostStream* stream, uint32_t first, uint32_t n) {
+  inflight_++;
+  stream->enqueue([this, first, n] {
+    ncclResult_t r = run(first, n);
+    inflight_--;
+    return r;
+  });
+}
+
+void HostExecutor::waitIdle() {
+  for (uint32_t iter = 0; inflight_.load() > 0; iter++) dev::backoff(iter < 4096 ? iter : 4096);
+}
+
+ncclResult_t HostExecutor::runChannel(int channel, uint32_t first, uint32_t n) {
+  debugSetThreadRank(comm_->rank);
+  for (uint32_t i = 0; i < n; i++) {
+    const plexusDevWork_v1_t& w = comm_->workFifo.at(first + i);
+    if (w.nChannels == 0 || channel < w.channelLo || channel >= w.channelLo + w.nChannels) continue;
+    const AlgoInstance& algo = comm_->algos[w.algorithm];
+    ncclResult_t r = algo.plugin->api->runHost(&comm_->devComm, channel, &w);
+    if (r != ncclSuccess) {
+      const plexusDevChannel_v1_t& ch = comm_->channels.dev[channel];
+      const char* why = ch.status == PLEXUS_CHANNEL_TIMEOUT ? "timed out"
+                        : ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted" : "failed";
+      setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements) %s on channel %d (algorithm %s, waiting on rank %d)",
+               comm_->rank, funcName((ncclFunc_t)w.func), (unsigned long long)w.opSeq, (unsigned long long)w.count,
+               why, channel, algo.plugin->name.c_str(), ch.waitPeer);
+      return r;
+    }
+  }
+  return ncclSuccess;
+}
+
+void HostExecutor::workerLoop(int channel) {
+  Worker& wk = *workers_[channel];
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(wk.mu);
+      wk.cv.wait(lock, [&] { return wk.stop || wk.generation != seen; });
+      if (wk.stop) return;
+      seen = wk.generation;
+    }
+    ncclResult_t r = runChannel(channel, curFirst_, curN_);
+    if (r != ncclSuccess) {
+      int expected = ncclSuccess;
+      channelError_.compare_exchange_strong(expected, r);
+    }
+    if (pending_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(doneMu_);
+      doneCv_.notify_all();
+    }
+  }
+}
+
+ncclResult_t HostExecutor::run(uint32_t first, uint32_t n) {
+  std::lock_guard<std::mutex> lock(runMutex_);
+  // Launches from several streams: run in workFifo order.
+  for (uint32_t iter = 0; comm_->workFifo.consumed() != first; iter++) {
+    if (comm_->abortFlag) break;
+    dev::backoff(iter);
+  }
+  int maxChannel = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const plexusDevWork_v1_t& w = comm_->workFifo.at(first + i);
+    if (w.nChannels) maxChannel = std::max(maxChannel, w.channelLo + w.nChannels - 1);
+  }
+  ncclResult_t result = ncclSuccess;
+  if (!comm_->abortFlag) {
+    curFirst_ = first;
+    curN_ = n;
+    channelError_ = ncclSuccess;
+    pending_ = maxChannel;
+    for (int c = 1; c <= maxChannel; c++) {
+      Worker& wk = *workers_[c];
+      {
+        std::lock_guard<std::mutex> wl(wk.mu);
+        wk.generation++;
+      }
+      wk.cv.notify_one();
+    }
+    result = runChannel(0, first, n);
+    if (maxChannel > 0) {
+      std::unique_lock<std::mutex> dl(doneMu_);
+      doneCv_.wait(dl, [&] { return pending_.load() == 0; });
+    }
+    if (result == ncclSuccess) result = (ncclResult_t)channelError_.load();
+  } else {
+    result = ncclRemoteError;
+  }
+  comm_->workFifo.consume(n);
+  if (result != ncclSuccess) {
+    ncclResult_t expected = ncclSuccess;
+    comm_->asyncError.compare_exchange_strong(expected, result);
+  }
+  return result;
+}
+
+}  // namespace plexus

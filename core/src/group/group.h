@@ -1,0 +1,46 @@
+// Host scheduling (layer 2): the thread-local group. Operations called between ncclGroupStart and
+// the outermost ncclGroupEnd are collected as tasks on their communicators and planned and launched
+// together at the end; an operation outside any group is an implicit group of one.
+#pragma once
+
+#include <nccl.h>
+#include <plexus/device_v1.h>
+
+#include <cstddef>
+#include <cstdint>
+
+struct ncclComm;
+
+namespace plexus {
+
+class HostStream;
+
+struct Task {
+  ncclFunc_t func;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;  // NCCL's count for func
+  ncclDataType_t datatype;
+  ncclRedOp_t userOp;
+  plexusDevRedOp_t devOp;
+  uint64_t redOpArg;
+  int root;
+  int peer;
+  HostStream* stream;
+};
+
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
+int groupDepth();
+// An operation of the open group was refused: the group's ncclGroupEnd returns this and launches nothing.
+void groupRecordError(ncclResult_t error);
+
+// A communicator whose init was called inside a group: its init runs in the background and the
+// outermost ncclGroupEnd waits for it (unless it is nonblocking), as NCCL lets one thread create
+// several communicators between ncclGroupStart and ncclGroupEnd.
+void groupAddInit(ncclComm* comm);
+
+// Adds a validated task to comm; plans and launches at once when no group is open.
+ncclResult_t enqueueTask(ncclComm* comm, const Task& task);
+
+}  // namespace plexus

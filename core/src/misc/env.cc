@@ -1,0 +1,35 @@
+#include "env.h"
+
+#include <cstdlib>
+
+#include "debug.h"
+
+namespace plexus {
+
+std::optional<std::string> envGet(const char* name) {
+  std::string plexusName = std::string("PLEXUS_") + name;
+  if (const char* v = getenv(plexusName.c_str())) return std::string(v);
+  std::string ncclName = std::string("NCCL_") + name;
+  if (const char* v = getenv(ncclName.c_str())) return std::string(v);
+  return std::nullopt;
+}
+
+int64_t envInt(const char* name, int64_t deflt) {
+  auto v = envGet(name);
+  if (!v || v->empty()) return deflt;
+  char* end = nullptr;
+  long long x = strtoll(v->c_str(), &end, 0);
+  if (*end != '\0') {
+    WARN("environment: %s_%s=\"%s\" is not an integer; using the default %lld. Set it to an integer or unset it.",
+         getenv((std::string("PLEXUS_") + name).c_str()) ? "PLEXUS" : "NCCL", name, v->c_str(), (long long)deflt);
+    return deflt;
+  }
+  return x;
+}
+
+std::string envStr(const char* name, const std::string& deflt) {
+  auto v = envGet(name);
+  return v ? *v : deflt;
+}
+
+}  // namespace plexus

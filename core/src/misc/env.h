@@ -1,0 +1,17 @@
+// Environment knobs. NCCL_<NAME> is honoured; PLEXUS_<NAME> wins where both are set.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace plexus {
+
+// The raw value of PLEXUS_<name>, else NCCL_<name>, else nullopt. name has no prefix ("DEBUG").
+std::optional<std::string> envGet(const char* name);
+// Integer knob; a value that does not parse is reported once (WARN) and the default is used, since
+// env knobs are advisory and the message says which variable to fix.
+int64_t envInt(const char* name, int64_t deflt);
+std::string envStr(const char* name, const std::string& deflt);
+
+}  // namespace plexus

@@ -1,0 +1,187 @@
+#include "planner.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <string>
+
+#include "comm/communicator.h"
+#include "executor/host_executor.h"
+#include "group/group.h"
+#include "misc/check.h"
+#include "misc/env.h"
+#include "stream/host_stream.h"
+
+namespace plexus {
+
+size_t typeSize(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+const char* funcName(ncclFunc_t func) {
+  static const char* names[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv",
+                                "Send", "Recv", "AlltoAll", "Scatter", "Gather"};
+  return func >= 0 && func < ncclNumFuncs ? names[func] : "Unknown";
+}
+
+const char* protoName(int proto) {
+  static const char* names[] = {"LL", "LL128", "Simple"};
+  return proto >= 0 && proto < PLEXUS_NUM_PROTOCOLS ? names[proto] : "Unknown";
+}
+
+size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int nRanks) {
+  size_t bytes = count * typeSize(type);
+  switch (func) {
+    case ncclFuncAllGather: case ncclFuncReduceScatter: case ncclFuncAlltoAll: return bytes * nRanks;
+    default: return bytes;
+  }
+}
+
+namespace {
+
+// The protocols NCCL_PROTO allows (NCCL's syntax: a list of names, "^" to exclude).
+ncclResult_t allowedProtocols(uint32_t* mask) {
+  *mask = (1u << PLEXUS_NUM_PROTOCOLS) - 1;
+  auto spec = envGet("PROTO");
+  if (!spec || spec->empty()) return ncclSuccess;
+  bool exclude = (*spec)[0] == '^';
+  uint32_t named = 0;
+  size_t pos = exclude ? 1 : 0;
+  while (pos <= spec->size()) {
+    size_t comma = spec->find(',', pos);
+    std::string tok = spec->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int p = -1;
+    for (int i = 0; i < PLEXUS_NUM_PROTOCOLS; i++)
+      if (strcasecmp(tok.c_str(), protoName(i)) == 0) p = i;
+    if (p < 0)
+      return setError(nullptr, ncclInvalidUsage, "NCCL_PROTO=\"%s\": unknown protocol \"%s\" (known: LL, LL128, Simple)",
+                      spec->c_str(), tok.c_str());
+    named |= 1u << p;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  *mask = exclude ? *mask & ~named : named;
+  return ncclSuccess;
+}
+
+// The algorithms NCCL_ALGO allows, by plugin name (same syntax). Empty spec: all.
+ncclResult_t algoAllowed(const std::string& name, bool* allowed) {
+  auto spec = envGet("ALGO");
+  *allowed = true;
+  if (!spec || spec->empty()) return ncclSuccess;
+  bool exclude = (*spec)[0] == '^';
+  bool listed = false;
+  size_t pos = exclude ? 1 : 0;
+  while (pos <= spec->size()) {
+    size_t comma = spec->find(',', pos);
+    std::string tok = spec->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (strcasecmp(tok.c_str(), name.c_str()) == 0) listed = true;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  *allowed = exclude ? !listed : listed;
+  return ncclSuccess;
+}
+
+struct Decision {
+  int algo = -1;
+  int proto = -1;
+  int nChannels = 1;
+  size_t chunkBytes = 0;
+  float timeUs = 0;
+};
+
+ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
+  uint32_t protoMask;
+  NCCLCHECK(allowedProtocols(&protoMask));
+  const size_t bytes = collectiveBytes(task.func, task.count, task.datatype, comm->nRanks);
+  // Channels: enough that each carries a worthwhile share, no more than the ranks of a node can run
+  // at once on their cores (a host "kernel" channel is a thread).
+  const int maxChannels = comm->channels.count;
+  const size_t perChannel = (size_t)envInt("MIN_CHANNEL_BYTES", 512 * 1024);
+  const int nChannels = (int)std::clamp<size_t>(bytes / std::max<size_t>(perChannel, 1), 1, (size_t)maxChannels);
+  for (int a = 0; a < (int)comm->algos.size(); a++) {
+    const plexusAlgo_v1_t* api = comm->algos[a].plugin->api;
+    bool allowed;
+    NCCLCHECK(algoAllowed(api->name, &allowed));
+    if (!allowed || !(api->funcMask & (1u << task.func))) continue;
+    for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
+      if (!(protoMask & api->protoMask & (1u << p))) continue;
+      float t = -1;
+      if (api->cost(comm->algos[a].ctx, task.func, p, bytes, nChannels, &t) != ncclSuccess || t < 0) continue;
+      if (d->algo < 0 || t < d->timeUs) *d = Decision{a, p, nChannels, 0, t};
+    }
+  }
+  if (d->algo < 0) {
+    auto algo = envGet("ALGO");
+    auto proto = envGet("PROTO");
+    return setError(comm, ncclInvalidUsage,
+                    "no loaded algorithm can run %s with NCCL_ALGO=%s NCCL_PROTO=%s (loaded algorithms serve "
+                    "AllReduce over Simple so far); unset or widen NCCL_ALGO/NCCL_PROTO",
+                    funcName(task.func), algo ? algo->c_str() : "(unset)", proto ? proto->c_str() : "(unset)");
+  }
+  // Two steps per chunk: a rank can fill one step while its peer drains the previous one.
+  d->chunkBytes = comm->buffSize / PLEXUS_STEPS * 2;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t planAndLaunch(ncclComm* comm) {
+  std::vector<Task> tasks;
+  tasks.swap(comm->tasks);
+  size_t i = 0;
+  while (i < tasks.size()) {
+    // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo.
+    size_t j = i;
+    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < comm->workFifo.capacity() / 2) j++;
+    const uint32_t n = (uint32_t)(j - i);
+    uint32_t first;
+    NCCLCHECK(comm->workFifo.reserve(n, &comm->abortFlag, &first));
+    for (uint32_t k = 0; k < n; k++) {
+      const Task& t = tasks[i + k];
+      Decision d;
+      ncclResult_t r = decide(comm, t, &d);
+      if (r != ncclSuccess) {
+        // Entries already reserved still flow through the executor, as no-ops.
+        for (uint32_t m = k; m < n; m++) comm->workFifo.at(first + m) = plexusDevWork_v1_t{};
+        comm->executor->launch(tasks[i].stream, first, n);
+        return r;
+      }
+      plexusDevWork_v1_t& w = comm->workFifo.at(first + k);
+      w = plexusDevWork_v1_t{};
+      w.func = (uint8_t)t.func;
+      w.datatype = (uint8_t)t.datatype;
+      w.redop = (uint8_t)t.devOp;
+      w.proto = (uint8_t)d.proto;
+      w.channelLo = 0;
+      w.nChannels = (uint8_t)d.nChannels;
+      w.algorithm = (uint8_t)d.algo;
+      w.root = t.root;
+      w.peer = t.peer;
+      w.redOpArg = t.redOpArg;
+      w.sendbuff = t.sendbuff;
+      w.recvbuff = t.recvbuff;
+      w.count = t.count;
+      w.chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
+      w.opSeq = comm->opCount++;
+      comm->lastDecision = plexusDecision_t{comm->algos[d.algo].plugin->name.c_str(), protoName(d.proto),
+                                            d.nChannels, d.chunkBytes};
+      TRACE(NCCL_COLL, "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d "
+            "channel(s), chunk %zu B", funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype,
+            (int)t.userOp, t.root, t.sendbuff, t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol,
+            d.nChannels, d.chunkBytes);
+    }
+    comm->executor->launch(tasks[i].stream, first, n);
+    i = j;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace plexus

@@ -1,0 +1,20 @@
+// The planner (layer 2): for each task picks algorithm, protocol and channels (environment first,
+// then the algorithms' cost models), cuts the buffer into per-channel chunks, writes work descriptors
+// into the workFifo and launches them on the task's stream.
+#pragma once
+
+#include <nccl.h>
+
+struct ncclComm;
+
+namespace plexus {
+
+ncclResult_t planAndLaunch(ncclComm* comm);
+
+// Bytes a collective moves per rank as NCCL counts them for tuning (AllReduce: count * size).
+size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int nRanks);
+size_t typeSize(ncclDataType_t type);
+const char* funcName(ncclFunc_t func);
+const char* protoName(int proto);
+
+}  // namespace plexus

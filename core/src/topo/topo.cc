@@ -1,0 +1,80 @@
+#include "topo.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "misc/env.h"
+#include "misc/rand.h"
+
+namespace plexus {
+
+uint64_t hostHash() {
+  if (auto id = envGet("HOSTID")) return hashBytes(id->data(), id->size());
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  std::string ident = host;
+  // Containers of one machine may share a host name; the boot id tells machines apart.
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string bootId;
+  if (boot >> bootId) ident += ":" + bootId;
+  return hashBytes(ident.data(), ident.size());
+}
+
+uint64_t pidHash() {
+  std::string ident = std::to_string(hostHash()) + ":" + std::to_string(getpid());
+  // The pid namespace: two containers may reuse a pid.
+  char ns[128] = "";
+  ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  if (n > 0) ident.append(ns, (size_t)n);
+  return hashBytes(ident.data(), ident.size());
+}
+
+uint64_t shmDevice() {
+  struct stat st;
+  if (stat("/dev/shm", &st) != 0) return 0;
+  return (uint64_t)st.st_dev ^ hostHash();
+}
+
+plexusPeerInfo_v1_t localPeerInfo(int rank, int device, int backend) {
+  plexusPeerInfo_v1_t info{};
+  info.rank = rank;
+  info.device = device;
+  info.backend = backend;
+  info.pid = getpid();
+  info.hostHash = hostHash();
+  info.pidHash = pidHash();
+  info.shmDev = shmDevice();
+  return info;
+}
+
+Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank) {
+  Topology t;
+  const int n = (int)peers.size();
+  t.rankNode.assign(n, -1);
+  t.rankLocalRank.assign(n, 0);
+  std::vector<uint64_t> nodeHash;
+  std::vector<int> nodeCount;
+  for (int r = 0; r < n; r++) {
+    int node = -1;
+    for (size_t i = 0; i < nodeHash.size(); i++)
+      if (nodeHash[i] == peers[r].hostHash) node = (int)i;
+    if (node < 0) {
+      node = (int)nodeHash.size();
+      nodeHash.push_back(peers[r].hostHash);
+      nodeCount.push_back(0);
+    }
+    t.rankNode[r] = node;
+    t.rankLocalRank[r] = nodeCount[node]++;
+  }
+  t.nNodes = (int)nodeHash.size();
+  t.node = t.rankNode[rank];
+  t.localRank = t.rankLocalRank[rank];
+  t.nLocalRanks = nodeCount[t.node];
+  return t;
+}
+
+}  // namespace plexus

@@ -1,0 +1,24 @@
+// Connection setup (layer 5): every connector is set up through transport_v1 alone, whichever
+// transport serves the pair of ranks (p2p-nvlink today; the net transport joins the same list).
+#pragma once
+
+#include <nccl.h>
+
+#include <vector>
+
+struct ncclComm;
+
+namespace plexus {
+
+struct ConnectRequest {
+  int channel;
+  int peer;
+  bool isSend;
+};
+
+// Sets up, exchanges (through the bootstrap) and connects every requested connector. Each request
+// must be mirrored on the peer (my send to p on channel c is p's recv from me on channel c).
+ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>& requests);
+void transportFreeAll(ncclComm* comm);
+
+}  // namespace plexus

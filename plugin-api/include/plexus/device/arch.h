@@ -1,0 +1,99 @@
+/*
+ * The little that differs between the two backends that run kernel code: function qualifiers,
+ * memory ordering of the head/tail handshake, thread barriers and the wait back-off. Everything
+ * else under plexus/device/ compiles identically as host C++ and as CUDA device code.
+ */
+#ifndef PLEXUS_DEVICE_ARCH_H_
+#define PLEXUS_DEVICE_ARCH_H_
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define PLEXUS_HD __host__ __device__ inline
+#else
+#define PLEXUS_HD inline __attribute__((always_inline))
+#endif
+
+#if !defined(__CUDA_ARCH__)
+#include <sched.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#endif
+
+namespace plexus::dev {
+
+/* Loads and stores of the counters that two agents (ranks, proxy) hand each other. */
+PLEXUS_HD uint64_t loadAcquire(const volatile uint64_t* p) {
+#if defined(__CUDA_ARCH__)
+  uint64_t v = *p;
+  __threadfence_system();
+  return v;
+#else
+  return __atomic_load_n(const_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+#endif
+}
+
+PLEXUS_HD void storeRelease(volatile uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  __threadfence_system();
+  *p = v;
+#else
+  __atomic_store_n(const_cast<uint64_t*>(p), v, __ATOMIC_RELEASE);
+#endif
+}
+
+PLEXUS_HD uint32_t loadRelaxed32(const volatile uint32_t* p) { return *p; }
+
+PLEXUS_HD void storeRelease64(volatile int64_t* p, int64_t v) {
+#if defined(__CUDA_ARCH__)
+  __threadfence_system();
+  *p = v;
+#else
+  __atomic_store_n(const_cast<int64_t*>(p), v, __ATOMIC_RELEASE);
+#endif
+}
+
+/* All threads of the "block" running one channel. The host backend runs a channel on one thread. */
+PLEXUS_HD void barrier() {
+#if defined(__CUDA_ARCH__)
+  __syncthreads();
+#endif
+}
+
+/* Called on each unsuccessful poll. On the host: spin briefly, then yield the core (several ranks may
+ * share one), then sleep in growing steps so that an idle wait costs almost nothing. */
+PLEXUS_HD void backoff(uint32_t iter) {
+#if defined(__CUDA_ARCH__)
+  if (iter > 1024) __nanosleep(iter > 65536 ? 1000 : 100);
+#else
+  if (iter < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  } else if (iter < 4096) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, iter < 16384 ? 2000 : 50000};
+    nanosleep(&ts, nullptr);
+  }
+#endif
+}
+
+/* Monotonic nanoseconds, for timeouts inside wait loops. */
+PLEXUS_HD uint64_t clockNs() {
+#if defined(__CUDA_ARCH__)
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+}  // namespace plexus::dev
+
+#endif /* PLEXUS_DEVICE_ARCH_H_ */

@@ -1,0 +1,34 @@
+/*
+ * Helpers every step loop needs to interpret a work item: which elements a channel owns.
+ */
+#ifndef PLEXUS_DEVICE_WORK_H_
+#define PLEXUS_DEVICE_WORK_H_
+
+#include <stddef.h>
+
+#include "../device_v1.h"
+#include "arch.h"
+
+namespace plexus::dev {
+
+/* The channels of a work item split `count` elements into contiguous parts, each a multiple of
+ * `align` elements (but the last), so that every channel's part starts cache-line aligned. */
+PLEXUS_HD void channelPart(const plexusDevWork_v1_t* w, int channelId, size_t count, size_t align, size_t* offset,
+                           size_t* n) {
+  size_t nch = w->nChannels ? w->nChannels : 1;
+  size_t idx = (size_t)(channelId - w->channelLo);
+  size_t per = (count + nch - 1) / nch;
+  per = (per + align - 1) / align * align;
+  size_t begin = idx * per < count ? idx * per : count;
+  size_t end = begin + per < count ? begin + per : count;
+  *offset = begin;
+  *n = end - begin;
+}
+
+PLEXUS_HD size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
+PLEXUS_HD size_t alignUp(size_t a, size_t b) { return divUp(a, b) * b; }
+PLEXUS_HD size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
+
+}  // namespace plexus::dev
+
+#endif /* PLEXUS_DEVICE_WORK_H_ */

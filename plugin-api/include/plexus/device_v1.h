@@ -1,0 +1,161 @@
+/*
+ * Plexus device ABI, version 1: what kernels see. The core fills these structs; algorithm plugins'
+ * step loops read them through the primitives in plexus/device/primitives.h; transport plugins fill
+ * the connector of each connection. The layout follows NCCL's ncclConnInfo / ncclConnFifo so that
+ * the proxy-driven net path works exactly as NCCL's (see nccl-abi.md §5).
+ *
+ * C99. Every struct that crosses a plugin boundary is pinned with static_asserts (C++ builds).
+ */
+#ifndef PLEXUS_DEVICE_V1_H_
+#define PLEXUS_DEVICE_V1_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLEXUS_DEVICE_ABI_VERSION 1
+
+#define PLEXUS_STEPS 8           /* slots per connection, NCCL_STEPS */
+#define PLEXUS_MAXCHANNELS 32
+#define PLEXUS_MAX_TREE_ARITY 3
+
+/* Protocol indices are NCCL's (tuner tables use them). */
+#define PLEXUS_PROTO_LL 0
+#define PLEXUS_PROTO_LL128 1
+#define PLEXUS_PROTO_SIMPLE 2
+#define PLEXUS_NUM_PROTOCOLS 3
+
+/* connFifo modes and the "slot free" size, as NCCL's. */
+#define PLEXUS_MODE_NORMAL 0
+#define PLEXUS_MODE_OFFSET 1
+#define PLEXUS_MODE_PTR 2
+#define PLEXUS_CONNFIFO_FREE (-1)
+
+typedef struct plexusConnFifo_v1 {
+  int mode;
+  int offset;
+  int64_t size; /* bytes in the slot; -1 when the slot is free */
+  void* ptr;
+} plexusConnFifo_v1_t;
+
+/* One direction of one connection, as its kernel sees it. For a send connector buffs/tail/connFifo
+ * are the receiver's and head is local; for a recv connector the reverse. */
+typedef struct plexusConnInfo_v1 {
+  char* buffs[PLEXUS_NUM_PROTOCOLS];
+  void* mhandles[PLEXUS_NUM_PROTOCOLS];
+  volatile uint64_t* tail;
+  volatile uint64_t* head;
+  int flags;
+  int shared;
+  int stepSize; /* Simple: buffer bytes / PLEXUS_STEPS */
+  int pad0;
+  void** ptrExchange;
+  uint64_t* redOpArgExchange;
+  plexusConnFifo_v1_t* connFifo;
+  uint64_t step; /* steps completed on this connection; kept across operations */
+  uint64_t llLastCleaning;
+} plexusConnInfo_v1_t;
+
+typedef struct plexusDevConnector_v1 {
+  int connected;
+  int transport; /* index of the transport that set it up, for diagnostics */
+  plexusConnInfo_v1_t conn;
+} plexusDevConnector_v1_t;
+
+typedef struct plexusDevChannelPeer_v1 {
+  plexusDevConnector_v1_t send;
+  plexusDevConnector_v1_t recv;
+} plexusDevChannelPeer_v1_t;
+
+typedef struct plexusDevRing_v1 {
+  int prev;
+  int next;
+  int index;      /* this rank's position in the ring */
+  int pad0;
+  int* userRanks; /* ring order: userRanks[i] is the rank at position i */
+} plexusDevRing_v1_t;
+
+typedef struct plexusDevTree_v1 {
+  int depth;
+  int up;                          /* -1 at the root */
+  int down[PLEXUS_MAX_TREE_ARITY]; /* -1 where absent */
+} plexusDevTree_v1_t;
+
+/* Channel status, written by the kernel when it stops early. */
+#define PLEXUS_CHANNEL_OK 0
+#define PLEXUS_CHANNEL_ABORTED 1
+#define PLEXUS_CHANNEL_TIMEOUT 2
+
+typedef struct plexusDevChannel_v1 {
+  plexusDevRing_v1_t ring;
+  plexusDevTree_v1_t tree;
+  plexusDevChannelPeer_v1_t* peers; /* indexed by rank */
+  int id;
+  volatile int status;
+  uint64_t waitSince; /* diagnostics: when the current wait started (ns), 0 when not waiting */
+  int waitPeer;       /* diagnostics: rank the channel waits on, -1 when not waiting */
+  int waitIsSend;
+} plexusDevChannel_v1_t;
+
+typedef struct plexusDevComm_v1 {
+  uint32_t version; /* PLEXUS_DEVICE_ABI_VERSION */
+  int rank;
+  int nRanks;
+  int nChannels;
+  volatile uint32_t* abortFlag; /* nonzero: every wait gives up */
+  uint64_t timeoutNs;           /* 0: wait forever */
+  plexusDevChannel_v1_t* channels;
+} plexusDevComm_v1_t;
+
+/* Reduction as kernels apply it; ncclAvg becomes PreMulSum (floats) or SumPostDiv (integers). */
+typedef enum {
+  plexusDevSum = 0,
+  plexusDevProd = 1,
+  plexusDevMax = 2,
+  plexusDevMin = 3,
+  plexusDevPreMulSum = 4,
+  plexusDevSumPostDiv = 5,
+  plexusDevNumRedOps = 6
+} plexusDevRedOp_t;
+
+/* One collective's share of work for a range of channels. 64 bytes, written by the planner into the
+ * workFifo and read by every channel in [channelLo, channelLo + nChannels). */
+typedef struct plexusDevWork_v1 {
+  uint8_t func;     /* ncclFunc_t */
+  uint8_t datatype; /* ncclDataType_t */
+  uint8_t redop;    /* plexusDevRedOp_t */
+  uint8_t proto;    /* PLEXUS_PROTO_* */
+  uint8_t channelLo;
+  uint8_t nChannels;
+  uint8_t algorithm; /* index of the algorithm plugin in the communicator */
+  uint8_t pad0;
+  int32_t root;
+  int32_t peer;      /* send/recv */
+  uint64_t redOpArg; /* PreMulSum scalar bits or SumPostDiv divisor */
+  const void* sendbuff;
+  void* recvbuff;
+  uint64_t count;      /* elements of the whole collective (per rank, NCCL's meaning for the func) */
+  uint64_t chunkCount; /* elements per pipeline chunk */
+  uint64_t opSeq;      /* collective sequence number on this communicator, for reports */
+} plexusDevWork_v1_t;
+
+#ifdef __cplusplus
+} /* extern "C" */
+static_assert(sizeof(plexusConnFifo_v1_t) == 24, "plexusConnFifo_v1_t layout");
+static_assert(offsetof(plexusConnInfo_v1_t, tail) == 48, "plexusConnInfo_v1_t layout");
+static_assert(offsetof(plexusConnInfo_v1_t, connFifo) == 96, "plexusConnInfo_v1_t layout");
+static_assert(sizeof(plexusConnInfo_v1_t) == 120, "plexusConnInfo_v1_t layout");
+static_assert(sizeof(plexusDevConnector_v1_t) == 128, "plexusDevConnector_v1_t layout");
+static_assert(sizeof(plexusDevRing_v1_t) == 24, "plexusDevRing_v1_t layout");
+static_assert(sizeof(plexusDevTree_v1_t) == 20, "plexusDevTree_v1_t layout");
+static_assert(sizeof(plexusDevChannel_v1_t) == 80, "plexusDevChannel_v1_t layout");
+static_assert(sizeof(plexusDevComm_v1_t) == 40, "plexusDevComm_v1_t layout");
+static_assert(sizeof(plexusDevWork_v1_t) == 64, "plexusDevWork_v1_t layout");
+#endif
+
+#endif /* PLEXUS_DEVICE_V1_H_ */

@@ -1,0 +1,121 @@
+// algo-ring: rings per channel, an alpha-beta cost model, and the host entry of the step loops.
+#include <plexus/algo_v1.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ring_allreduce.h"
+
+namespace {
+
+ncclDebugLogger_t logger = nullptr;
+
+struct Context {
+  plexusAlgoTopo_v1_t topo;
+  int* rankNode;
+};
+
+ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
+  logger = log;
+  auto* c = new (std::nothrow) Context{*topo, nullptr};
+  if (!c) return ncclSystemError;
+  c->rankNode = (int*)malloc(sizeof(int) * topo->nRanks);
+  if (!c->rankNode) {
+    delete c;
+    return ncclSystemError;
+  }
+  memcpy(c->rankNode, topo->rankNode, sizeof(int) * topo->nRanks);
+  c->topo.rankNode = c->rankNode;
+  c->topo.rankLocalRank = nullptr;
+  *ctx = c;
+  return ncclSuccess;
+}
+
+// Ranks of one node stay adjacent so that only one hop per node crosses the network. Odd channels
+// run the ring the other way round, so each link carries traffic in both directions and two
+// channels do not queue behind each other on the same connector.
+ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
+  auto* c = (Context*)ctx;
+  const int n = c->topo.nRanks;
+  for (int ch = 0; ch < graph->nChannels; ch++) {
+    int* order = graph->channels[ch].ringOrder;
+    int k = 0;
+    for (int node = 0; node < c->topo.nNodes; node++)
+      for (int r = 0; r < n; r++)
+        if (c->rankNode[r] == node) order[k++] = r;
+    if (k != n) return ncclInternalError;
+    if (ch % 2 == 1)
+      for (int i = 1, j = n - 1; i < j; i++, j--) {
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+  }
+  graph->connectMask = PLEXUS_ALGO_CONNECT_RING;
+  return ncclSuccess;
+}
+
+// Ring AllReduce moves 2(n-1)/n of the buffer through each link in 2(n-1) steps. Host shared memory:
+// ~1.5 us per step, ~6 GB/s per channel; the network adds latency per inter-node hop.
+ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
+  auto* c = (Context*)ctx;
+  const int n = c->topo.nRanks;
+  if (func != ncclFuncAllReduce || proto != PLEXUS_PROTO_SIMPLE) {
+    *timeUs = -1.0f;
+    return ncclSuccess;
+  }
+  const float stepLat = c->topo.nNodes > 1 ? 8.0f : 1.5f;
+  const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (nChannels > 0 ? nChannels : 1);
+  const float steps = n > 1 ? 2.0f * (n - 1) : 0.0f;
+  const float bytesPerLink = n > 1 ? 2.0f * (n - 1) / n * (float)nBytes : (float)nBytes;
+  *timeUs = steps * stepLat + bytesPerLink / (bwGBs * 1e3f);
+  return ncclSuccess;
+}
+
+ncclResult_t ringRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
+  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
+  plexus::ring::Runner runner{comm, ch, work, 0, 1, true};
+  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
+    if (logger)
+      logger(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
+             "algo-ring: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
+    return ncclInvalidArgument;
+  }
+  switch (ch->status) {
+    case PLEXUS_CHANNEL_OK: return ncclSuccess;
+    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
+    default: return ncclRemoteError;
+  }
+}
+
+ncclResult_t ringFinalize(void* ctx) {
+  auto* c = (Context*)ctx;
+  free(c->rankNode);
+  delete c;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+#ifdef PLEXUS_ALGO_RING_CUDA
+extern "C" ncclResult_t plexusRingGetCudaKernel(const plexusDevWork_v1_t* work, const void** kernel);
+#endif
+
+extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+    PLEXUS_ALGO_ABI_VERSION,
+    sizeof(plexusAlgo_v1_t),
+    "ring",
+    1u << ncclFuncAllReduce,
+    1u << PLEXUS_PROTO_SIMPLE,
+    ringInit,
+    ringBuildGraph,
+    ringCost,
+    ringRunHost,
+#ifdef PLEXUS_ALGO_RING_CUDA
+    plexusRingGetCudaKernel,
+#else
+    nullptr,
+#endif
+    ringFinalize,
+};

@@ -1,0 +1,134 @@
+#include "host_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "log.h"
+
+namespace p2p {
+
+static std::atomic<uint64_t> segmentCounter{0};
+constexpr size_t kHeapHeader = 4096;  // keeps the memory page aligned after the reference count
+
+static std::atomic<int>* heapRefs(void* ptr) { return (std::atomic<int>*)((char*)ptr - kHeapHeader); }
+static void heapRelease(void* ptr) {
+  if (heapRefs(ptr)->fetch_sub(1, std::memory_order_acq_rel) == 1) free((char*)ptr - kHeapHeader);
+}
+
+ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
+  size = (size + 4095) & ~(size_t)4095;
+  mem->handle = MemHandle{};
+  mem->handle.size = size;
+  if (samePeerProcess) {
+    // Reference counted: either side may be torn down first, and the other may still post a head or
+    // tail into this memory; it is freed when both have let go.
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, size + kHeapHeader) != 0) {
+      P2P_WARN("p2p-nvlink: cannot allocate %zu bytes of connection memory", size);
+      return ncclSystemError;
+    }
+    memset(p, 0, size + kHeapHeader);
+    new (p) std::atomic<int>(1);
+    mem->ptr = (char*)p + kHeapHeader;
+    mem->handle.kind = MemKind::Heap;
+    mem->handle.address = (uint64_t)(uintptr_t)mem->ptr;
+    return ncclSuccess;
+  }
+  std::random_device rd;
+  snprintf(mem->handle.shmName, sizeof(mem->handle.shmName), "/plexus-%d-%llu-%08x", (int)getpid(),
+           (unsigned long long)segmentCounter.fetch_add(1), (unsigned)rd());
+  int fd = shm_open(mem->handle.shmName, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    P2P_WARN("p2p-nvlink: shm_open(%s) failed: %s. Check that /dev/shm is mounted and writable.",
+             mem->handle.shmName, strerror(errno));
+    return ncclSystemError;
+  }
+  if (ftruncate(fd, (off_t)size) != 0) {
+    int err = errno;
+    close(fd);
+    shm_unlink(mem->handle.shmName);
+    P2P_WARN("p2p-nvlink: cannot size shared memory %s to %zu bytes: %s. /dev/shm may be full (df -h /dev/shm).",
+             mem->handle.shmName, size, strerror(err));
+    return ncclSystemError;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(mem->handle.shmName);
+    P2P_WARN("p2p-nvlink: mmap of %s (%zu bytes) failed: %s", mem->handle.shmName, size, strerror(errno));
+    return ncclSystemError;
+  }
+  mem->ptr = p;
+  mem->handle.kind = MemKind::Shm;
+  return ncclSuccess;
+}
+
+void memUnlinkName(LocalMem* mem) {
+  if (mem->handle.kind == MemKind::Shm && mem->handle.shmName[0]) {
+    shm_unlink(mem->handle.shmName);
+    mem->handle.shmName[0] = '\0';
+  }
+}
+
+void memFree(LocalMem* mem) {
+  if (!mem->ptr) return;
+  if (mem->handle.kind == MemKind::Heap) {
+    heapRelease(mem->ptr);
+  } else {
+    memUnlinkName(mem);
+    munmap(mem->ptr, mem->handle.size);
+  }
+  mem->ptr = nullptr;
+}
+
+ncclResult_t memMap(const MemHandle& handle, void** ptr) {
+  if (handle.kind == MemKind::Heap) {
+    *ptr = (void*)(uintptr_t)handle.address;
+    heapRefs(*ptr)->fetch_add(1, std::memory_order_relaxed);
+    return ncclSuccess;
+  }
+  if (handle.kind != MemKind::Shm || handle.shmName[0] != '/' ||
+      memchr(handle.shmName, '\0', sizeof(handle.shmName)) == nullptr) {
+    P2P_WARN("p2p-nvlink: the peer's connection info is malformed (kind %u)", (unsigned)handle.kind);
+    return ncclInternalError;
+  }
+  int fd = shm_open(handle.shmName, O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) {
+    P2P_WARN("p2p-nvlink: cannot open the peer's shared memory %s: %s. Ranks that share a host identity must "
+             "share /dev/shm (same machine, same IPC namespace).", handle.shmName, strerror(errno));
+    return ncclSystemError;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < handle.size) {
+    close(fd);
+    P2P_WARN("p2p-nvlink: the peer's shared memory %s is smaller than announced (%llu bytes)", handle.shmName,
+             (unsigned long long)handle.size);
+    return ncclSystemError;
+  }
+  void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    P2P_WARN("p2p-nvlink: mmap of the peer's %s failed: %s", handle.shmName, strerror(errno));
+    return ncclSystemError;
+  }
+  *ptr = p;
+  return ncclSuccess;
+}
+
+void memUnmap(const MemHandle& handle, void* ptr) {
+  if (!ptr) return;
+  if (handle.kind == MemKind::Shm) munmap(ptr, handle.size);
+  else heapRelease(ptr);
+}
+
+}  // namespace p2p

@@ -1,0 +1,39 @@
+// Memory that a peer rank maps: plain heap memory for a peer in the same process, a POSIX shared
+// memory segment for a peer in another process of the node. The CUDA IPC path is a third kind of
+// the same interface (cudaIpcGetMemHandle / cudaIpcOpenMemHandle) and drops in here.
+#pragma once
+
+#include <plexus/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace p2p {
+
+enum class MemKind : uint32_t { Heap = 1, Shm = 2 };
+
+// What travels to the peer (inside plexusConnectInfo_v1_t) so that it can map the memory.
+struct MemHandle {
+  MemKind kind;
+  uint32_t pad;
+  uint64_t size;
+  uint64_t address;  // Heap: the pointer, valid in the owner's process only
+  char shmName[64];  // Shm: name under /dev/shm
+};
+
+// Memory this rank owns and exposes.
+struct LocalMem {
+  void* ptr = nullptr;
+  MemHandle handle{};
+};
+
+ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem);
+// Removes the name of a shared segment once the peer has mapped it, so a crash leaves nothing behind.
+void memUnlinkName(LocalMem* mem);
+void memFree(LocalMem* mem);
+
+// Maps the peer's memory described by handle.
+ncclResult_t memMap(const MemHandle& handle, void** ptr);
+void memUnmap(const MemHandle& handle, void* ptr);
+
+}  // namespace p2p

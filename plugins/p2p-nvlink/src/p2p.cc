@@ -1,0 +1,186 @@
+// p2p-nvlink: connections between ranks of one node through memory the peer maps directly.
+// Host backend: the receiver's slots, tail and connFifo live in its memory and the sender writes
+// them; the sender's head lives in its memory and the receiver writes it (NCCL's P2P write mode).
+#include <plexus/transport_v1.h>
+
+#include <cstring>
+#include <new>
+
+#include "host_memory.h"
+#include "log.h"
+
+namespace p2p {
+
+ncclDebugLogger_t logger = nullptr;
+
+namespace {
+
+constexpr size_t kCtrlBytes = 4096;  // control block before the buffers keeps them page aligned
+
+struct alignas(128) RecvCtrl {
+  volatile uint64_t tail;
+  char pad[120];
+  plexusConnFifo_v1_t connFifo[PLEXUS_STEPS];
+};
+struct alignas(128) SendCtrl {
+  volatile uint64_t head;
+};
+static_assert(sizeof(RecvCtrl) <= kCtrlBytes, "control block");
+
+struct RecvInfo {
+  MemHandle mem;
+  uint64_t buffOffset[PLEXUS_NUM_PROTOCOLS];
+  int buffSizes[PLEXUS_NUM_PROTOCOLS];
+};
+struct SendInfo {
+  MemHandle mem;
+};
+static_assert(sizeof(RecvInfo) <= PLEXUS_CONNECT_INFO_BYTES, "connect info");
+
+struct Resources {
+  bool isSend;
+  LocalMem local;
+  MemHandle remoteHandle{};
+  void* remote = nullptr;
+  int buffSizes[PLEXUS_NUM_PROTOCOLS];
+};
+
+ncclResult_t init(void** ctx, ncclDebugLogger_t log) {
+  logger = log;
+  *ctx = nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t canConnect(void*, const plexusPeerInfo_v1_t* self, const plexusPeerInfo_v1_t* peer, int* ret) {
+  // CUDA peers need the CUDA IPC path, which this build does not have yet.
+  *ret = self->backend == 0 && peer->backend == 0 && self->hostHash == peer->hostHash &&
+         (self->pidHash == peer->pidHash || self->shmDev == peer->shmDev);
+  return ncclSuccess;
+}
+
+ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info, void** out) {
+  auto* res = new (std::nothrow) Resources{};
+  if (!res) return ncclSystemError;
+  res->isSend = false;
+  size_t total = kCtrlBytes;
+  RecvInfo ri{};
+  for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
+    res->buffSizes[p] = ri.buffSizes[p] = setup->buffSizes[p];
+    ri.buffOffset[p] = total;
+    total += ((size_t)setup->buffSizes[p] + 4095) & ~(size_t)4095;
+  }
+  ncclResult_t r = memAlloc(total, setup->self->pidHash == setup->peer->pidHash, &res->local);
+  if (r != ncclSuccess) {
+    delete res;
+    return r;
+  }
+  auto* ctrl = new (res->local.ptr) RecvCtrl{};
+  for (auto& f : ctrl->connFifo) f.size = PLEXUS_CONNFIFO_FREE;
+  ri.mem = res->local.handle;
+  memset(info, 0, sizeof(*info));
+  memcpy(info->data, &ri, sizeof(ri));
+  *out = res;
+  return ncclSuccess;
+}
+
+ncclResult_t sendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info, void** out) {
+  auto* res = new (std::nothrow) Resources{};
+  if (!res) return ncclSystemError;
+  res->isSend = true;
+  ncclResult_t r = memAlloc(sizeof(SendCtrl), setup->self->pidHash == setup->peer->pidHash, &res->local);
+  if (r != ncclSuccess) {
+    delete res;
+    return r;
+  }
+  new (res->local.ptr) SendCtrl{};
+  SendInfo si{res->local.handle};
+  memset(info, 0, sizeof(*info));
+  memcpy(info->data, &si, sizeof(si));
+  *out = res;
+  return ncclSuccess;
+}
+
+ncclResult_t sendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn) {
+  auto* res = (Resources*)resources;
+  RecvInfo ri;
+  memcpy(&ri, peerInfo->data, sizeof(ri));
+  for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++)
+    if (ri.buffSizes[p] < 0 || ri.buffOffset[p] + (uint64_t)ri.buffSizes[p] > ri.mem.size) {
+      P2P_WARN("p2p-nvlink: the receiver's connection info is malformed (protocol %d: %d bytes at %llu of %llu)", p,
+               ri.buffSizes[p], (unsigned long long)ri.buffOffset[p], (unsigned long long)ri.mem.size);
+      return ncclInternalError;
+    }
+  ncclResult_t r = memMap(ri.mem, &res->remote);
+  if (r != ncclSuccess) return r;
+  res->remoteHandle = ri.mem;
+  auto* ctrl = (RecvCtrl*)res->remote;
+  for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++)
+    conn->buffs[p] = ri.buffSizes[p] ? (char*)res->remote + ri.buffOffset[p] : nullptr;
+  conn->tail = &ctrl->tail;
+  conn->head = &((SendCtrl*)res->local.ptr)->head;
+  conn->connFifo = nullptr;  // direct peers need no proxy, hence no per-slot sizes
+  conn->stepSize = ri.buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
+  conn->step = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn) {
+  auto* res = (Resources*)resources;
+  SendInfo si;
+  memcpy(&si, peerInfo->data, sizeof(si));
+  if (si.mem.size < sizeof(SendCtrl)) {
+    P2P_WARN("p2p-nvlink: the sender's connection info is malformed (%llu bytes)", (unsigned long long)si.mem.size);
+    return ncclInternalError;
+  }
+  ncclResult_t r = memMap(si.mem, &res->remote);
+  if (r != ncclSuccess) return r;
+  res->remoteHandle = si.mem;
+  auto* ctrl = (RecvCtrl*)res->local.ptr;
+  size_t offset = kCtrlBytes;
+  for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
+    conn->buffs[p] = res->buffSizes[p] ? (char*)res->local.ptr + offset : nullptr;
+    offset += ((size_t)res->buffSizes[p] + 4095) & ~(size_t)4095;
+  }
+  conn->tail = &ctrl->tail;
+  conn->head = &((SendCtrl*)res->remote)->head;
+  conn->connFifo = nullptr;
+  conn->stepSize = res->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
+  conn->step = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t connected(void* resources) {
+  memUnlinkName(&((Resources*)resources)->local);
+  return ncclSuccess;
+}
+
+ncclResult_t freeResources(void* resources) {
+  auto* res = (Resources*)resources;
+  if (!res) return ncclSuccess;
+  memUnmap(res->remoteHandle, res->remote);
+  memFree(&res->local);
+  delete res;
+  return ncclSuccess;
+}
+
+ncclResult_t finalize(void*) { return ncclSuccess; }
+
+}  // namespace
+}  // namespace p2p
+
+extern "C" __attribute__((visibility("default"))) const plexusTransport_v1_t plexusTransportPlugin_v1 = {
+    PLEXUS_TRANSPORT_ABI_VERSION,
+    sizeof(plexusTransport_v1_t),
+    "p2p-nvlink",
+    p2p::init,
+    p2p::canConnect,
+    p2p::sendSetup,
+    p2p::recvSetup,
+    p2p::sendConnect,
+    p2p::recvConnect,
+    p2p::connected,
+    p2p::freeResources,
+    p2p::freeResources,
+    nullptr,
+    p2p::finalize,
+};

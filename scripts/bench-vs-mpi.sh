@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Side-by-side bus bandwidth of plexus-perf and Open MPI (bench/mpi_allreduce) for one collective,
+# same rank count, same sizes, out-of-place.
+#
+#   scripts/bench-vs-mpi.sh [nranks=2] [collective=all_reduce]
+#
+# collective: all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall.
+# Environment: BUILD_DIR (./build), MINBYTES (8), MAXBYTES (64M), STEPFACTOR (2), ITERS (20), WARMUP (5),
+# CHECK (1: plexus-perf validates results), MPIRUN_ARGS (extra mpirun flags).
+set -euo pipefail
+
+nranks=${1:-2}
+coll=${2:-all_reduce}
+build=${BUILD_DIR:-./build}
+minbytes=${MINBYTES:-8}
+maxbytes=${MAXBYTES:-64M}
+factor=${STEPFACTOR:-2}
+iters=${ITERS:-20}
+warmup=${WARMUP:-5}
+check=${CHECK:-1}
+
+die() { echo "bench-vs-mpi: $*" >&2; exit 2; }
+
+[[ $nranks =~ ^[1-9][0-9]*$ ]] || die "nranks must be a positive integer, not '$nranks'"
+case $coll in
+  all_reduce) mpicoll=allreduce ;;
+  all_gather) mpicoll=allgather ;;
+  broadcast) mpicoll=bcast ;;
+  reduce) mpicoll=reduce ;;
+  reduce_scatter) mpicoll=reduce_scatter ;;
+  alltoall) mpicoll=alltoall ;;
+  *) die "no Open MPI counterpart for '$coll' (all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall)" ;;
+esac
+
+perf=$build/bin/plexus-perf
+mpibench=$build/bin/mpi_allreduce
+[[ -x $perf ]] || die "$perf not found (build it, or set BUILD_DIR)"
+[[ -x $mpibench ]] || die "$mpibench not found (it is built only when CMake finds MPI)"
+command -v mpirun >/dev/null || die "mpirun not found"
+
+# shellcheck disable=SC2206  # MPIRUN_ARGS is a list of words on purpose
+mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$nranks" ${MPIRUN_ARGS:-})
+if ! "$perf" -h | grep -q "MPI: enabled"; then
+  # plexus-perf without MPI: its processes meet at rank 0's bootstrap address instead.
+  export NCCL_COMM_ID=${NCCL_COMM_ID:-127.0.0.1:$((20000 + RANDOM % 20000))}
+  mpirun+=(-x NCCL_COMM_ID)
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+sizes=(-b "$minbytes" -e "$maxbytes" -f "$factor" -n "$iters" -w "$warmup")
+echo "# plexus-perf $coll vs Open MPI $mpicoll: $nranks ranks, float, ${minbytes}..${maxbytes} x$factor, $iters iters"
+if ! "${mpirun[@]}" "$perf" "$coll" "${sizes[@]}" -c "$check" >"$tmp/plexus.txt" 2>&1; then
+  cat "$tmp/plexus.txt" >&2
+  die "plexus-perf failed"
+fi
+if ! "${mpirun[@]}" "$mpibench" -C "$mpicoll" "${sizes[@]}" >"$tmp/mpi.txt" 2>&1; then
+  cat "$tmp/mpi.txt" >&2
+  die "mpi_allreduce failed"
+fi
+
+# Table rows only: size in $1, out-of-place time in $6, busbw in $8. Both runs walk the same sizes,
+# so rows pair up by position. ratio = plexus busbw / Open MPI busbw = MPI time / plexus time (the
+# times keep more digits than the printed bandwidths).
+rows() { awk '!/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8 }' "$1"; }
+paste -d' ' <(rows "$tmp/plexus.txt") <(rows "$tmp/mpi.txt") | awk -v min="$minbytes" '
+  BEGIN { printf "# %10s  %14s  %14s  %8s\n", "size (B)", "plexus busbw", "open-mpi busbw", "ratio"
+          printf "# %10s  %14s  %14s  %8s\n", "", "(GB/s)", "(GB/s)", "" }
+  NF == 6 {
+    if ($1 != $4) { printf "size mismatch: %s vs %s\n", $1, $4 > "/dev/stderr"; exit 1 }
+    ratio = ($2 > 0 && $5 > 0) ? sprintf("%.2f", $5 / $2) : "-"
+    printf "%12s  %14s  %14s  %8s\n", $1, $3, $6, ratio
+    if (!first++) { t0 = $1; tp = $2; tm = $5 }
+  }
+  END { if (first) printf "# time at %s B: plexus %s us, open-mpi %s us\n", t0, tp, tm }'
+
+wrong=$(awk '/Out of bounds values/ { print $(NF-1) }' "$tmp/plexus.txt")
+[[ -z $wrong || $wrong == 0 ]] || echo "# WARNING: plexus-perf reported $wrong wrong results" >&2

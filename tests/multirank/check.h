@@ -1,0 +1,102 @@
+// Reference data and checks for collectives, in the element type's own semantics.
+#pragma once
+
+#include <nccl.h>
+#include <plexus/device/reduce.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace check {
+
+using namespace plexus::dev;
+
+inline size_t typeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// Small integers: exact in every type, so sums, products, max and min have one right answer whatever
+// order the ranks' values are combined in. fp8 has 2-3 mantissa bits: its sums stay at 0..3.
+inline int inputValue(ncclRedOp_t op, int rank, size_t i, bool fp8 = false) {
+  switch (op) {
+    case ncclProd: return ((i + rank) % 4 == 0) ? 2 : 1;
+    case ncclMax: case ncclMin: return (int)((i * 7 + rank * 13) % 31);
+    default: return fp8 ? ((i + rank) % 3 == 0) : rank + 1 + (int)(i % 5);
+  }
+}
+
+template <typename T> constexpr bool isFp8() {
+  return std::is_same_v<T, fp8e4m3_t> || std::is_same_v<T, fp8e5m2_t>;
+}
+
+template <typename T> T fromInt(int v) {
+  if constexpr (IsMiniFloat<T>::value) return fromFloat<T>((float)v);
+  else return (T)v;
+}
+template <typename T> double toDouble(T v) {
+  if constexpr (IsMiniFloat<T>::value) return toFloat(v);
+  else return (double)v;
+}
+
+template <typename T> void fill(void* buf, size_t count, ncclRedOp_t op, int rank) {
+  T* p = (T*)buf;
+  for (size_t i = 0; i < count; i++) p[i] = fromInt<T>(inputValue(op, rank, i, isFp8<T>()));
+}
+
+// Wrong elements of an AllReduce result.
+template <typename T> size_t verifyAllReduce(const void* buf, size_t count, ncclRedOp_t op, int nranks) {
+  const T* p = (const T*)buf;
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; i++) {
+    T acc = fromInt<T>(inputValue(op, 0, i, isFp8<T>()));
+    for (int r = 1; r < nranks; r++) {
+      T v = fromInt<T>(inputValue(op, r, i, isFp8<T>()));
+      switch (op) {
+        case ncclProd: acc = FuncProd<T>(0).op(acc, v); break;
+        case ncclMax: acc = FuncMax<T>(0).op(acc, v); break;
+        case ncclMin: acc = FuncMin<T>(0).op(acc, v); break;
+        default: acc = FuncSum<T>(0).op(acc, v); break;
+      }
+    }
+    double expect = toDouble(acc), got = toDouble(p[i]);
+    if (op == ncclAvg) {
+      if constexpr (std::is_integral_v<T>) {
+        expect = (double)(T)(acc / (T)nranks);
+      } else {
+        expect /= nranks;
+        double tol = IsMiniFloat<T>::value ? 0.13 * std::fabs(expect) + 0.01 : 1e-5 * std::fabs(expect) + 1e-6;
+        if (std::fabs(got - expect) > tol) wrong++;
+        continue;
+      }
+    }
+    if (got != expect) wrong++;
+  }
+  return wrong;
+}
+
+template <typename Fn> auto withType(ncclDataType_t t, Fn&& fn) {
+  switch (t) {
+    case ncclInt8: return fn((int8_t)0);
+    case ncclUint8: return fn((uint8_t)0);
+    case ncclInt32: return fn((int32_t)0);
+    case ncclUint32: return fn((uint32_t)0);
+    case ncclInt64: return fn((int64_t)0);
+    case ncclUint64: return fn((uint64_t)0);
+    case ncclFloat16: return fn(half_t{});
+    case ncclFloat32: return fn(0.0f);
+    case ncclFloat64: return fn(0.0);
+    case ncclBfloat16: return fn(bf16_t{});
+    case ncclFloat8e4m3: return fn(fp8e4m3_t{});
+    default: return fn(fp8e5m2_t{});
+  }
+}
+
+}  // namespace check

@@ -1,0 +1,10 @@
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include "test_env.h"
+
+int main(int argc, char** argv) {
+  testenv::setDefaults();
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
