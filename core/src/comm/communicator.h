@@ -16,6 +16,7 @@
 #include "bootstrap/bootstrap.h"
 #include "channel/channel.h"
 #include "fifo/work_fifo.h"
+#include "planner/planner.h"
 #include "plugin/loader.h"
 #include "topo/topo.h"
 
@@ -57,6 +58,7 @@ struct ncclComm {
   std::vector<const plexus::TransportPlugin*> transports;
   size_t buffSize = 0;  // Simple protocol bytes per connection
 
+  plexus::PlannerConfig planner;
   plexus::WorkFifo workFifo;
   std::unique_ptr<plexus::HostExecutor> executor;
   uint64_t opCount = 0;

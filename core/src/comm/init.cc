@@ -14,6 +14,8 @@
 #include "misc/check.h"
 #include "misc/env.h"
 #include "misc/rand.h"
+#include "planner/planner.h"
+#include <plexus/device/arch.h>
 #include "transport/transport.h"
 
 ncclComm::ncclComm() = default;
@@ -120,6 +122,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const ncclUniqueId& id) {
 
   NCCLCHECK(loadTransports(&comm->transports));
   NCCLCHECK(setupAlgorithms(comm));
+  NCCLCHECK(plannerInit(comm));
 
   comm->devComm.version = PLEXUS_DEVICE_ABI_VERSION;
   comm->devComm.rank = comm->rank;
@@ -128,6 +131,11 @@ ncclResult_t commInitImpl(ncclComm* comm, const ncclUniqueId& id) {
   comm->devComm.abortFlag = &comm->abortFlag;
   comm->devComm.timeoutNs = (uint64_t)std::max<int64_t>(0, envInt("TIMEOUT", 0)) * 1000000000ull;
   comm->devComm.channels = comm->channels.dev.data();
+  // Spin long only where every channel of every rank of the node has a core; otherwise a spinning
+  // wait would take the core its peer needs to make progress.
+  const long cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  const bool ownCores = (long)comm->topo.nLocalRanks * comm->channels.count <= cores;
+  comm->devComm.spinPolls = (uint32_t)envInt("SPIN", ownCores ? 1 << 15 : PLEXUS_SPIN_SHARED);
   comm->executor = std::make_unique<HostExecutor>(comm);
 
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend host commId 0x%llx - Init COMPLETE"

@@ -6,6 +6,8 @@
 #include <plexus/device_v1.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <vector>
 
@@ -22,7 +24,7 @@ class WorkFifo {
   plexusDevWork_v1_t& at(uint32_t index) { return works_[index & mask_]; }
   const plexusDevWork_v1_t& at(uint32_t index) const { return works_[index & mask_]; }
   // The consumer is done with the n oldest entries.
-  void consume(uint32_t n) { consumed_.fetch_add(n, std::memory_order_release); }
+  void consume(uint32_t n);
   uint32_t produced() const { return produced_; }
   uint32_t consumed() const { return consumed_.load(std::memory_order_acquire); }
 
@@ -31,6 +33,10 @@ class WorkFifo {
   uint32_t mask_;
   uint32_t produced_ = 0;  // touched by the planner's thread only
   std::atomic<uint32_t> consumed_{0};
+  // A producer blocked on a full ring sleeps here rather than spin against the consumer for a core.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> producerWaiting_{false};
 };
 
 }  // namespace plexus

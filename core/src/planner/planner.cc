@@ -97,20 +97,34 @@ struct Decision {
   float timeUs = 0;
 };
 
+}  // namespace
+
+ncclResult_t plannerInit(ncclComm* comm) {
+  PlannerConfig& cfg = comm->planner;
+  NCCLCHECK(allowedProtocols(&cfg.protoMask));
+  cfg.algoAllowed.clear();
+  for (const AlgoInstance& a : comm->algos) {
+    bool allowed;
+    NCCLCHECK(algoAllowed(a.plugin->name, &allowed));
+    cfg.algoAllowed.push_back(allowed);
+  }
+  cfg.minChannelBytes = (size_t)std::max<int64_t>(1, envInt("MIN_CHANNEL_BYTES", 512 * 1024));
+  return ncclSuccess;
+}
+
+namespace {
+
 ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
-  uint32_t protoMask;
-  NCCLCHECK(allowedProtocols(&protoMask));
+  const PlannerConfig& cfg = comm->planner;
+  const uint32_t protoMask = cfg.protoMask;
   const size_t bytes = collectiveBytes(task.func, task.count, task.datatype, comm->nRanks);
   // Channels: enough that each carries a worthwhile share, no more than the ranks of a node can run
   // at once on their cores (a host "kernel" channel is a thread).
   const int maxChannels = comm->channels.count;
-  const size_t perChannel = (size_t)envInt("MIN_CHANNEL_BYTES", 512 * 1024);
-  const int nChannels = (int)std::clamp<size_t>(bytes / std::max<size_t>(perChannel, 1), 1, (size_t)maxChannels);
+  const int nChannels = (int)std::clamp<size_t>(bytes / cfg.minChannelBytes, 1, (size_t)maxChannels);
   for (int a = 0; a < (int)comm->algos.size(); a++) {
     const plexusAlgo_v1_t* api = comm->algos[a].plugin->api;
-    bool allowed;
-    NCCLCHECK(algoAllowed(api->name, &allowed));
-    if (!allowed || !(api->funcMask & (1u << task.func))) continue;
+    if (!cfg.algoAllowed[a] || !(api->funcMask & (1u << task.func))) continue;
     for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
       if (!(protoMask & api->protoMask & (1u << p))) continue;
       float t = -1;

@@ -5,9 +5,23 @@
 
 #include <nccl.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
 struct ncclComm;
 
 namespace plexus {
+
+// What the environment says about tuning, read once per communicator.
+struct PlannerConfig {
+  uint32_t protoMask = 0;          // NCCL_PROTO
+  std::vector<bool> algoAllowed;   // NCCL_ALGO, per algorithm of the communicator
+  size_t minChannelBytes = 0;      // PLEXUS_MIN_CHANNEL_BYTES: smallest share worth a channel
+};
+
+// Reads NCCL_PROTO / NCCL_ALGO and friends; a malformed value fails init with a message.
+ncclResult_t plannerInit(ncclComm* comm);
 
 ncclResult_t planAndLaunch(ncclComm* comm);
 

@@ -1,14 +1,17 @@
 #include "host_stream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "misc/check.h"
+#include "misc/env.h"
 
 namespace plexus {
 
-HostStream::HostStream() : worker_([this] { workerLoop(); }) {}
+HostStream::HostStream()
+    : launchDelay_(std::chrono::microseconds(envInt("LAUNCH_DELAY_US", 20))), worker_([this] { workerLoop(); }) {}
 
 HostStream::~HostStream() {
   synchronize();
@@ -45,8 +48,12 @@ bool HostStream::drain() {
     ncclResult_t r = op();
     std::lock_guard<std::mutex> lock(mu_);
     if (r != ncclSuccess && error_ == ncclSuccess) error_ = r;
-    completed_++;
-    if (waiters_) doneCv_.notify_all();
+    // Wake synchronizing threads only when one of them is done: a wake-up per operation would
+    // cost a context switch each.
+    if (++completed_ >= wakeAt_) {
+      wakeAt_ = UINT64_MAX;
+      doneCv_.notify_all();
+    }
   }
 }
 
@@ -59,6 +66,11 @@ void HostStream::workerLoop() {
       workerSleeping_ = false;
       continue;
     }
+    // Leave a moment for a thread that synchronizes to run the queue itself: it is awake and warm,
+    // and the two would otherwise compete for a core. The worker runs whatever nobody claims, so
+    // every operation makes progress even if the application never synchronizes.
+    workCv_.wait_for(lock, launchDelay_, [this] { return stop_ || queue_.empty(); });
+    if (stop_ || queue_.empty()) continue;
     lock.unlock();
     if (!drain()) {
       // A synchronizing thread is running the queue; wait until it is done with it.
@@ -82,10 +94,9 @@ ncclResult_t HostStream::synchronize() {
       error_ = ncclSuccess;
       return r;
     }
-    // The worker holds the queue: sleep until it completes something, then look again.
-    waiters_++;
+    // The worker holds the queue: sleep until it has completed what this thread waits for.
+    wakeAt_ = std::min(wakeAt_, target);
     doneCv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return completed_ >= target; });
-    waiters_--;
   }
 }
 

@@ -1,12 +1,15 @@
 // Host streams and events: the host backend's CUDA streams. A stream is an in-order queue of
-// operations run by its own worker thread; a thread that synchronizes a stream runs the pending
-// operations itself when the worker is not already at them, which saves a wake-up per batch.
+// operations. A thread that synchronizes the stream runs pending operations itself; the stream's own
+// worker thread runs whatever is left unclaimed after a short launch delay (PLEXUS_LAUNCH_DELAY_US),
+// so operations progress even when nobody synchronizes, and a synchronizing thread never competes
+// with a worker for a core.
 #pragma once
 
 #include <nccl.h>
 #include <plexus.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -37,9 +40,10 @@ class HostStream {
   std::deque<Op> queue_;
   uint64_t enqueued_ = 0, completed_ = 0;
   bool stop_ = false, workerSleeping_ = false;
-  int waiters_ = 0;
+  uint64_t wakeAt_ = UINT64_MAX;  // smallest completion count a synchronizing thread waits for
   ncclResult_t error_ = ncclSuccess;
   std::mutex execMu_;  // held by whoever runs operations: keeps them in order
+  const std::chrono::microseconds launchDelay_;
   std::thread worker_;
 };
 

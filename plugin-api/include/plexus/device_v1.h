@@ -110,6 +110,8 @@ typedef struct plexusDevComm_v1 {
   volatile uint32_t* abortFlag; /* nonzero: every wait gives up */
   uint64_t timeoutNs;           /* 0: wait forever */
   plexusDevChannel_v1_t* channels;
+  uint32_t spinPolls;           /* host: polls spent spinning before a wait yields its core */
+  uint32_t pad0;
 } plexusDevComm_v1_t;
 
 /* Reduction as kernels apply it; ncclAvg becomes PreMulSum (floats) or SumPostDiv (integers). */
@@ -154,7 +156,7 @@ static_assert(sizeof(plexusDevConnector_v1_t) == 128, "plexusDevConnector_v1_t l
 static_assert(sizeof(plexusDevRing_v1_t) == 24, "plexusDevRing_v1_t layout");
 static_assert(sizeof(plexusDevTree_v1_t) == 20, "plexusDevTree_v1_t layout");
 static_assert(sizeof(plexusDevChannel_v1_t) == 80, "plexusDevChannel_v1_t layout");
-static_assert(sizeof(plexusDevComm_v1_t) == 40, "plexusDevComm_v1_t layout");
+static_assert(sizeof(plexusDevComm_v1_t) == 48, "plexusDevComm_v1_t layout");
 static_assert(sizeof(plexusDevWork_v1_t) == 64, "plexusDevWork_v1_t layout");
 #endif
 

@@ -62,20 +62,22 @@ PLEXUS_HD void barrier() {
 #endif
 }
 
-/* Called on each unsuccessful poll. On the host: spin briefly, then yield the core (several ranks may
- * share one), then sleep in growing steps so that an idle wait costs almost nothing. */
-PLEXUS_HD void backoff(uint32_t iter) {
+/* Called on each unsuccessful poll. On the host: spin for `spin` polls (long when every rank of the
+ * node has a core of its own, short when they share), then yield the core, then sleep in growing
+ * steps so that an idle wait costs almost nothing. */
+#define PLEXUS_SPIN_SHARED 64
+PLEXUS_HD void backoff(uint32_t iter, uint32_t spin = PLEXUS_SPIN_SHARED) {
 #if defined(__CUDA_ARCH__)
   if (iter > 1024) __nanosleep(iter > 65536 ? 1000 : 100);
 #else
-  if (iter < 64) {
+  if (iter < spin) {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
 #endif
-  } else if (iter < 4096) {
+  } else if (iter < spin + 4096) {
     sched_yield();
   } else {
-    struct timespec ts = {0, iter < 16384 ? 2000 : 50000};
+    struct timespec ts = {0, iter < spin + 16384 ? 2000 : 50000};
     nanosleep(&ts, nullptr);
   }
 #endif

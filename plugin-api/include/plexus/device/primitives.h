@@ -46,7 +46,7 @@ PLEXUS_HD bool waitAtLeast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t
         return false;
       }
     }
-    backoff(iter);
+    backoff(iter, comm->spinPolls);
   }
 }
 
