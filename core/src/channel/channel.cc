@@ -1,5 +1,7 @@
 #include "channel.h"
 
+#include <algorithm>
+
 #include "misc/check.h"
 
 namespace plexus {
@@ -23,7 +25,8 @@ void channelsInit(Channels* ch, int nChannels, int nRanks) {
 
 ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph) {
   for (int c = 0; c < ch->count; c++) {
-    const std::vector<int>& order = ch->ringOrder[c];
+    std::vector<int>& order = ch->ringOrder[c];
+    std::copy(graph.channels[c].ringOrder, graph.channels[c].ringOrder + nRanks, order.begin());
     std::vector<int> seen(nRanks, 0);
     int index = -1;
     for (int i = 0; i < nRanks; i++) {
@@ -39,7 +42,6 @@ ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAl
     ring.prev = order[(index + nRanks - 1) % nRanks];
     ring.next = order[(index + 1) % nRanks];
   }
-  (void)graph;
   return ncclSuccess;
 }
 

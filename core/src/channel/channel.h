@@ -30,7 +30,7 @@ struct Channels {
 
 // Allocates nChannels channels for nRanks ranks with no connections yet.
 void channelsInit(Channels* ch, int nChannels, int nRanks);
-// Sets each channel's ring (prev, next, this rank's index) from an algorithm's graph.
+// Sets each channel's ring order and links (prev, next, this rank's index) from an algorithm's graph.
 ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph);
 
 }  // namespace plexus

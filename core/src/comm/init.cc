@@ -65,6 +65,7 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
   topo.rankNode = comm->topo.rankNode.data();
   topo.rankLocalRank = comm->topo.rankLocalRank.data();
   bool haveRing = false;
+  std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));
   for (const AlgoPlugin* p : plugins) {
     AlgoInstance inst{p, nullptr};
     if (p->api->init(&inst.ctx, &topo, debugLog) != ncclSuccess)
@@ -73,16 +74,13 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
     comm->algos.push_back(inst);
     plexusAlgoGraph_v1_t graph{};
     graph.nChannels = comm->channels.count;
-    for (int c = 0; c < graph.nChannels; c++) graph.channels[c].ringOrder = comm->channels.ringOrder[c].data();
-    std::vector<std::vector<int>> saved = comm->channels.ringOrder;
+    for (int c = 0; c < graph.nChannels; c++) graph.channels[c].ringOrder = orders[c].data();
     if (p->api->buildGraph(inst.ctx, &graph) != ncclSuccess)
       return setError(comm, ncclInternalError, "algorithm plugin '%s': buildGraph failed on rank %d", p->name.c_str(),
                       comm->rank);
     if ((graph.connectMask & PLEXUS_ALGO_CONNECT_RING) && !haveRing) {
       haveRing = true;  // the first ring-building algorithm defines the channels' rings
       NCCLCHECK(channelsSetRings(&comm->channels, comm->rank, comm->nRanks, graph));
-    } else {
-      comm->channels.ringOrder = saved;
     }
   }
   if (comm->nRanks > 1 && haveRing) {

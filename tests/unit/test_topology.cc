@@ -1,0 +1,61 @@
+// Layers 3 and 6: node identity and rings from a graph.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+#include "channel/channel.h"
+#include "misc/check.h"
+#include "topo/topo.h"
+
+using namespace plexus;
+
+TEST_CASE("topology: ranks group into nodes by host identity, numbered by first appearance") {
+  std::vector<plexusPeerInfo_v1_t> peers(5);
+  uint64_t hosts[5] = {7, 9, 7, 9, 7};
+  for (int r = 0; r < 5; r++) peers[r].hostHash = hosts[r];
+  Topology t = computeTopology(peers, 3);
+  CHECK(t.nNodes == 2);
+  CHECK(t.node == 1);
+  CHECK(t.localRank == 1);
+  CHECK(t.nLocalRanks == 2);
+  CHECK(t.rankNode == std::vector<int>{0, 1, 0, 1, 0});
+  CHECK(t.rankLocalRank == std::vector<int>{0, 0, 1, 1, 2});
+}
+
+TEST_CASE("topology: NCCL_HOSTID gives a process another host identity") {
+  uint64_t mine = hostHash();
+  setenv("NCCL_HOSTID", "node-b", 1);
+  uint64_t b = hostHash();
+  setenv("PLEXUS_HOSTID", "node-c", 1);  // the PLEXUS_ twin wins
+  uint64_t c = hostHash();
+  unsetenv("NCCL_HOSTID");
+  unsetenv("PLEXUS_HOSTID");
+  CHECK(b != mine);
+  CHECK(c != b);
+  CHECK(hostHash() == mine);
+  plexusPeerInfo_v1_t info = localPeerInfo(3, 5, 0);
+  CHECK(info.rank == 3);
+  CHECK(info.device == 5);
+  CHECK(info.pidHash == pidHash());
+}
+
+TEST_CASE("channels: rings come from the graph; an order that is not a permutation is refused") {
+  Channels ch;
+  channelsInit(&ch, 2, 4);
+  int order0[4] = {0, 1, 2, 3}, order1[4] = {0, 3, 2, 1};
+  plexusAlgoGraph_v1_t graph{};
+  graph.nChannels = 2;
+  graph.channels[0].ringOrder = order0;
+  graph.channels[1].ringOrder = order1;
+  REQUIRE(channelsSetRings(&ch, 2, 4, graph) == ncclSuccess);
+  CHECK(ch.dev[0].ring.prev == 1);
+  CHECK(ch.dev[0].ring.next == 3);
+  CHECK(ch.dev[0].ring.index == 2);
+  CHECK(ch.dev[1].ring.prev == 3);
+  CHECK(ch.dev[1].ring.next == 1);
+  CHECK(ch.dev[1].peers == ch.peers[1].data());
+  CHECK(ch.dev[1].ring.userRanks[1] == 3);
+  order1[2] = 3;
+  CHECK(channelsSetRings(&ch, 2, 4, graph) == ncclInternalError);
+  CHECK(std::string(lastError(nullptr)).find("not a permutation") != std::string::npos);
+}
