@@ -2,7 +2,6 @@
 // errors turned into NCCL's codes and a message for ncclGetLastError.
 #include <nccl.h>
 #include <plexus.h>
-#include <plexus/device/reduce.h>
 
 #include <cstring>
 #include <thread>
@@ -187,94 +186,6 @@ ncclResult_t ncclGroupStart(void) { return groupStart(); }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void);
 ncclResult_t ncclGroupEnd(void) { return groupEnd(); }
-
-namespace {
-
-// Refuses an operation: inside a group the group's ncclGroupEnd fails too, as with NCCL.
-ncclResult_t refuse(ncclResult_t r) {
-  groupRecordError(r);
-  return r;
-}
-
-// The kernel-side operator for a user op: ncclAvg is a pre-multiplication by 1/n for floating types
-// and a post-division by n for integers.
-ncclResult_t deviceRedOp(ncclComm* comm, ncclRedOp_t op, ncclDataType_t type, plexusDevRedOp_t* devOp,
-                         uint64_t* arg) {
-  *arg = 0;
-  switch (op) {
-    case ncclSum: *devOp = plexusDevSum; return ncclSuccess;
-    case ncclProd: *devOp = plexusDevProd; return ncclSuccess;
-    case ncclMax: *devOp = plexusDevMax; return ncclSuccess;
-    case ncclMin: *devOp = plexusDevMin; return ncclSuccess;
-    case ncclAvg: break;
-    default:
-      return setError(comm, ncclInvalidArgument, "reduction op %d is not a valid ncclRedOp_t (0..%d)", (int)op,
-                      ncclNumOps - 1);
-  }
-  const float inv = 1.0f / (float)comm->nRanks;
-  switch (type) {
-    case ncclFloat32: *devOp = plexusDevPreMulSum; *arg = dev::floatBits(inv); break;
-    case ncclFloat64: {
-      double d = 1.0 / comm->nRanks;
-      *devOp = plexusDevPreMulSum;
-      memcpy(arg, &d, sizeof(d));
-      break;
-    }
-    case ncclFloat16: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::half_t>(inv).bits; break;
-    case ncclBfloat16: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::bf16_t>(inv).bits; break;
-    case ncclFloat8e4m3: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::fp8e4m3_t>(inv).bits; break;
-    case ncclFloat8e5m2: *devOp = plexusDevPreMulSum; *arg = dev::fromFloat<dev::fp8e5m2_t>(inv).bits; break;
-    default: *devOp = plexusDevSumPostDiv; *arg = (uint64_t)comm->nRanks; break;
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t checkCollArgs(ncclComm* comm, const char* api, const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, cudaStream_t stream, HostStream** hostStream) {
-  NCCLCHECK(checkComm(comm, api));
-  if ((int)datatype < 0 || datatype >= ncclNumTypes)
-    return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, (int)datatype,
-                    ncclNumTypes - 1);
-  size_t elem = typeSize(datatype);
-  if (count > SIZE_MAX / elem / (size_t)comm->nRanks)
-    return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
-                    count, elem);
-  if (count > 0 && (!sendbuff || !recvbuff))
-    return setError(comm, ncclInvalidArgument, "%s: %s is NULL with count %zu", api, sendbuff ? "recvbuff" : "sendbuff",
-                    count);
-  *hostStream = hostStreamOf(stream, comm->device);
-  if (!*hostStream)
-    return setError(comm, ncclInvalidArgument,
-                    "%s: stream %p is not a Plexus host stream; on the host backend create streams with "
-                    "plexusStreamCreate (or pass NULL for the default stream)", api, (void*)stream);
-  ncclResult_t async = comm->asyncError.load();
-  if (async != ncclSuccess)
-    return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
-                    ncclGetErrorString(async), lastError(comm));
-  return ncclSuccess;
-}
-
-}  // namespace
-
-NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
-  Task t{};
-  ncclResult_t r = checkCollArgs(comm, "ncclAllReduce", sendbuff, recvbuff, count, datatype, stream, &t.stream);
-  if (r == ncclSuccess) r = deviceRedOp(comm, op, datatype, &t.devOp, &t.redOpArg);
-  if (r != ncclSuccess) return refuse(r);
-  t.func = ncclFuncAllReduce;
-  t.sendbuff = sendbuff;
-  t.recvbuff = recvbuff;
-  t.count = count;
-  t.datatype = datatype;
-  t.userOp = op;
-  t.root = 0;
-  t.peer = -1;
-  if (count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too
-  return enqueueTask(comm, t);
-}
 
 // Plexus extensions.
 

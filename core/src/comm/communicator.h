@@ -24,6 +24,15 @@ namespace plexus {
 class HostExecutor;
 struct Task;
 
+// An operator made by ncclRedOpCreatePreMulSum.
+struct UserRedOp {
+  bool live;
+  ncclDataType_t datatype;
+  ncclScalarResidence_t residence;
+  uint64_t scalarBits;  // ncclScalarHostImmediate: the scalar, read at creation
+  void* scalarPtr;      // ncclScalarDevice: read by the kernel when it runs
+};
+
 // An algorithm plugin as one communicator uses it.
 struct AlgoInstance {
   const AlgoPlugin* plugin = nullptr;
@@ -69,6 +78,8 @@ struct ncclComm {
 
   std::thread initThread;  // nonblocking init runs here
   plexusDecision_t lastDecision{};
+  std::mutex userOpsMutex;
+  std::vector<plexus::UserRedOp> userOps;
 
   ncclComm();
   ~ncclComm();

@@ -24,6 +24,7 @@ struct Task {
   ncclRedOp_t userOp;
   plexusDevRedOp_t devOp;
   uint64_t redOpArg;
+  bool redOpArgIsPtr;  // redOpArg is the address of the scalar (ncclScalarDevice)
   int root;
   int peer;
   HostStream* stream;

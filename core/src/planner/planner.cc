@@ -180,6 +180,7 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
       w.root = t.root;
       w.peer = t.peer;
       w.redOpArg = t.redOpArg;
+      w.flags = t.redOpArgIsPtr ? PLEXUS_WORK_REDOP_ARG_PTR : 0;
       w.sendbuff = t.sendbuff;
       w.recvbuff = t.recvbuff;
       w.count = t.count;

@@ -125,6 +125,9 @@ typedef enum {
   plexusDevNumRedOps = 6
 } plexusDevRedOp_t;
 
+/* redOpArg is the address of the scalar (ncclScalarDevice), read when the kernel runs. */
+#define PLEXUS_WORK_REDOP_ARG_PTR 0x1
+
 /* One collective's share of work for a range of channels. 64 bytes, written by the planner into the
  * workFifo and read by every channel in [channelLo, channelLo + nChannels). */
 typedef struct plexusDevWork_v1 {
@@ -135,7 +138,7 @@ typedef struct plexusDevWork_v1 {
   uint8_t channelLo;
   uint8_t nChannels;
   uint8_t algorithm; /* index of the algorithm plugin in the communicator */
-  uint8_t pad0;
+  uint8_t flags;     /* PLEXUS_WORK_* */
   int32_t root;
   int32_t peer;      /* send/recv */
   uint64_t redOpArg; /* PreMulSum scalar bits or SumPostDiv divisor */

@@ -23,7 +23,7 @@ PLEXUS_HD void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
 
   if (nranks == 1) {
     /* Still apply the operator's pre/post ops (Avg, PreMulSum) as the collective would. */
-    F f(w->redOpArg);
+    F f(workRedOpArg<T>(w));
     const T* src = (const T*)w->sendbuff + chOff;
     T* dst = (T*)w->recvbuff + chOff;
     reduceCopy<T, F>(tid, nthreads, f, &src, 1, true, &dst, 1, true, chCount);
@@ -32,7 +32,7 @@ PLEXUS_HD void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
 
   const int ringIx = ch->ring.index;
   Primitives<T, F> prims(comm, ch, tid, nthreads, &ch->ring.prev, 1, &ch->ring.next, 1, w->sendbuff, w->recvbuff,
-                         w->redOpArg);
+                         workRedOpArg<T>(w));
   const size_t chunk = w->chunkCount ? w->chunkCount : chCount;
   const size_t loopSize = (size_t)nranks * chunk;
 

@@ -5,6 +5,7 @@
 #define PLEXUS_DEVICE_WORK_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../device_v1.h"
 #include "arch.h"
@@ -23,6 +24,16 @@ PLEXUS_HD void channelPart(const plexusDevWork_v1_t* w, int channelId, size_t co
   size_t end = begin + per < count ? begin + per : count;
   *offset = begin;
   *n = end - begin;
+}
+
+/* The operator's argument in T's bits, read through the pointer when the scalar lives in memory. */
+template <typename T>
+PLEXUS_HD uint64_t workRedOpArg(const plexusDevWork_v1_t* w) {
+  if (!(w->flags & PLEXUS_WORK_REDOP_ARG_PTR)) return w->redOpArg;
+  uint64_t bits = 0;
+  const volatile unsigned char* src = (const volatile unsigned char*)(uintptr_t)w->redOpArg;
+  for (size_t i = 0; i < sizeof(T); i++) bits |= (uint64_t)src[i] << (8 * i);
+  return bits;
 }
 
 PLEXUS_HD size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }

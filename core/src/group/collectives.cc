@@ -1,0 +1,346 @@
+// The collective and point-to-point entry points: validate NCCL's arguments, turn each call into
+// tasks of the thread's group. AlltoAll, Gather and Scatter become grouped sends and receives, as in
+// NCCL 2.28.
+#include <nccl.h>
+#include <plexus.h>
+#include <plexus/device/reduce.h>
+
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "group/group.h"
+#include "misc/check.h"
+#include "planner/planner.h"
+#include "stream/host_stream.h"
+
+using namespace plexus;
+
+#define NCCL_API(ret, func, ...)                                                                            \
+  extern "C" __attribute__((visibility("default"))) __attribute__((alias(#func))) ret p##func(__VA_ARGS__); \
+  extern "C" __attribute__((visibility("default"))) __attribute__((weak)) ret func(__VA_ARGS__)
+
+namespace {
+
+// Refuses an operation: inside a group the group's ncclGroupEnd fails too, as with NCCL.
+ncclResult_t refuse(ncclResult_t r) {
+  groupRecordError(r);
+  return r;
+}
+
+// The kernel-side operator for a user op: ncclAvg is a pre-multiplication by 1/n for floating types
+// and a post-division by n for integers; ops from ncclRedOpCreatePreMulSum carry their scalar.
+ncclResult_t deviceRedOp(ncclComm* comm, const char* api, ncclRedOp_t op, ncclDataType_t type, Task* t) {
+  t->redOpArg = 0;
+  t->redOpArgIsPtr = false;
+  switch (op) {
+    case ncclSum: t->devOp = plexusDevSum; return ncclSuccess;
+    case ncclProd: t->devOp = plexusDevProd; return ncclSuccess;
+    case ncclMax: t->devOp = plexusDevMax; return ncclSuccess;
+    case ncclMin: t->devOp = plexusDevMin; return ncclSuccess;
+    case ncclAvg: break;
+    default: {
+      int idx = (int)op - ncclNumOps;
+      if (idx < 0 || idx >= (int)comm->userOps.size() || !comm->userOps[idx].live)
+        return setError(comm, ncclInvalidArgument,
+                        "%s: reduction op %d is neither a built-in ncclRedOp_t (0..%d) nor a live op of this "
+                        "communicator from ncclRedOpCreatePreMulSum", api, (int)op, ncclNumOps - 1);
+      const UserRedOp& u = comm->userOps[idx];
+      if (u.datatype != type)
+        return setError(comm, ncclInvalidArgument, "%s: reduction op %d was created for datatype %d, not %d", api,
+                        (int)op, (int)u.datatype, (int)type);
+      t->devOp = plexusDevPreMulSum;
+      t->redOpArgIsPtr = u.residence == ncclScalarDevice;
+      t->redOpArg = t->redOpArgIsPtr ? (uint64_t)(uintptr_t)u.scalarPtr : u.scalarBits;
+      return ncclSuccess;
+    }
+  }
+  const float inv = 1.0f / (float)comm->nRanks;
+  switch (type) {
+    case ncclFloat32: t->devOp = plexusDevPreMulSum; t->redOpArg = dev::floatBits(inv); break;
+    case ncclFloat64: {
+      double d = 1.0 / comm->nRanks;
+      t->devOp = plexusDevPreMulSum;
+      memcpy(&t->redOpArg, &d, sizeof(d));
+      break;
+    }
+    case ncclFloat16: t->devOp = plexusDevPreMulSum; t->redOpArg = dev::fromFloat<dev::half_t>(inv).bits; break;
+    case ncclBfloat16: t->devOp = plexusDevPreMulSum; t->redOpArg = dev::fromFloat<dev::bf16_t>(inv).bits; break;
+    case ncclFloat8e4m3: t->devOp = plexusDevPreMulSum; t->redOpArg = dev::fromFloat<dev::fp8e4m3_t>(inv).bits; break;
+    case ncclFloat8e5m2: t->devOp = plexusDevPreMulSum; t->redOpArg = dev::fromFloat<dev::fp8e5m2_t>(inv).bits; break;
+    default: t->devOp = plexusDevSumPostDiv; t->redOpArg = (uint64_t)comm->nRanks; break;
+  }
+  return ncclSuccess;
+}
+
+// Checks shared by every operation; fills t's stream. Buffers are checked by the caller, since which
+// of them must be valid depends on the operation and the rank.
+ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, size_t countScale, ncclDataType_t datatype,
+                         cudaStream_t stream, Task* t) {
+  NCCLCHECK(checkComm(comm, api));
+  if ((int)datatype < 0 || datatype >= ncclNumTypes)
+    return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, (int)datatype,
+                    ncclNumTypes - 1);
+  size_t elem = typeSize(datatype);
+  if (count > SIZE_MAX / elem / countScale)
+    return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
+                    count, elem);
+  t->stream = hostStreamOf(stream, comm->device);
+  if (!t->stream)
+    return setError(comm, ncclInvalidArgument,
+                    "%s: stream %p is not a Plexus host stream; on the host backend create streams with "
+                    "plexusStreamCreate (or pass NULL for the default stream)", api, (void*)stream);
+  ncclResult_t async = comm->asyncError.load();
+  if (async != ncclSuccess)
+    return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
+                    ncclGetErrorString(async), lastError(comm));
+  t->datatype = datatype;
+  t->count = count;
+  return ncclSuccess;
+}
+
+ncclResult_t checkRoot(ncclComm* comm, const char* api, int root) {
+  if (root < 0 || root >= comm->nRanks)
+    return setError(comm, ncclInvalidArgument, "%s: root %d is out of range [0, %d)", api, root, comm->nRanks);
+  return ncclSuccess;
+}
+
+ncclResult_t checkBuffer(ncclComm* comm, const char* api, const char* name, const void* buf, size_t count) {
+  if (count > 0 && !buf) return setError(comm, ncclInvalidArgument, "%s: %s is NULL with count %zu", api, name, count);
+  return ncclSuccess;
+}
+
+struct CollArgs {
+  const char* api;
+  ncclFunc_t func;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t datatype;
+  ncclRedOp_t op;  // ncclSum where the collective does not reduce
+  int root;
+  bool reduces;
+  ncclComm_t comm;
+  cudaStream_t stream;
+};
+
+ncclResult_t collective(const CollArgs& a, bool needSend, bool needRecv, size_t countScale = 1) {
+  Task t{};
+  ncclComm* comm = a.comm;
+  ncclResult_t r = checkCommon(comm, a.api, a.count, countScale, a.datatype, a.stream, &t);
+  if (r == ncclSuccess && (a.func == ncclFuncBroadcast || a.func == ncclFuncReduce)) r = checkRoot(comm, a.api, a.root);
+  if (r == ncclSuccess && needSend) r = checkBuffer(comm, a.api, "sendbuff", a.sendbuff, a.count);
+  if (r == ncclSuccess && needRecv) r = checkBuffer(comm, a.api, "recvbuff", a.recvbuff, a.count);
+  if (r == ncclSuccess && a.reduces) r = deviceRedOp(comm, a.api, a.op, a.datatype, &t);
+  if (r != ncclSuccess) return refuse(r);
+  t.func = a.func;
+  t.sendbuff = a.sendbuff;
+  t.recvbuff = a.recvbuff;
+  t.userOp = a.op;
+  t.root = a.root;
+  t.peer = -1;
+  if (a.count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too
+  return enqueueTask(comm, t);
+}
+
+// Send or Recv of count elements with peer; part of a group of such calls.
+ncclResult_t p2p(const char* api, ncclFunc_t func, const void* buff, size_t count, ncclDataType_t datatype, int peer,
+                 ncclComm_t comm, cudaStream_t stream) {
+  Task t{};
+  ncclResult_t r = checkCommon(comm, api, count, 1, datatype, stream, &t);
+  if (r == ncclSuccess && (peer < 0 || peer >= comm->nRanks))
+    r = setError(comm, ncclInvalidArgument, "%s: peer %d is out of range [0, %d)", api, peer, comm->nRanks);
+  if (r == ncclSuccess) r = checkBuffer(comm, api, func == ncclFuncSend ? "sendbuff" : "recvbuff", buff, count);
+  if (r != ncclSuccess) return refuse(r);
+  t.func = func;
+  t.sendbuff = func == ncclFuncSend ? buff : nullptr;
+  t.recvbuff = func == ncclFuncRecv ? const_cast<void*>(buff) : nullptr;
+  t.peer = peer;
+  t.root = -1;
+  t.devOp = plexusDevSum;
+  if (count == 0) return ncclSuccess;
+  return enqueueTask(comm, t);
+}
+
+// Runs fn inside a group of its own, so that the sends and receives it enqueues launch together.
+template <typename Fn>
+ncclResult_t grouped(Fn&& fn) {
+  groupStart();
+  ncclResult_t r = fn();
+  if (r != ncclSuccess) groupRecordError(r);
+  ncclResult_t e = groupEnd();
+  return r != ncclSuccess ? r : e;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return collective({"ncclAllReduce", ncclFuncAllReduce, sendbuff, recvbuff, count, datatype, op, 0, true, comm, stream},
+                    true, true);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  bool isRoot = comm && commIsLive(comm) && comm->rank == root;
+  return collective({"ncclBroadcast", ncclFuncBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false,
+                     comm, stream}, isRoot, true);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  bool isRoot = comm && commIsLive(comm) && comm->rank == root;
+  return collective({"ncclReduce", ncclFuncReduce, sendbuff, recvbuff, count, datatype, op, root, true, comm, stream},
+                    true, isRoot);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  size_t scale = comm && commIsLive(comm) ? (size_t)comm->nRanks : 1;
+  return collective({"ncclAllGather", ncclFuncAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false,
+                     comm, stream}, true, true, scale);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  size_t scale = comm && commIsLive(comm) ? (size_t)comm->nRanks : 1;
+  return collective({"ncclReduceScatter", ncclFuncReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, true,
+                     comm, stream}, true, true, scale);
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  return p2p("ncclSend", ncclFuncSend, sendbuff, count, datatype, peer, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  return p2p("ncclRecv", ncclFuncRecv, recvbuff, count, datatype, peer, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream) {
+  Task probe{};
+  ncclResult_t r = checkCommon(comm, "ncclAlltoAll", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
+                               stream, &probe);
+  if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "sendbuff", sendbuff, count);
+  if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "recvbuff", recvbuff, count);
+  if (r == ncclSuccess && count > 0 && sendbuff == recvbuff)
+    r = setError(comm, ncclInvalidArgument, "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported");
+  if (r != ncclSuccess) return refuse(r);
+  const size_t bytes = count * typeSize(datatype);
+  return grouped([&]() -> ncclResult_t {
+    for (int p = 0; p < comm->nRanks; p++) {
+      NCCLCHECK(ncclSend((const char*)sendbuff + p * bytes, count, datatype, p, comm, stream));
+      NCCLCHECK(ncclRecv((char*)recvbuff + p * bytes, count, datatype, p, comm, stream));
+    }
+    return ncclSuccess;
+  });
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  Task probe{};
+  ncclResult_t r = checkCommon(comm, "ncclGather", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
+                               stream, &probe);
+  if (r == ncclSuccess) r = checkRoot(comm, "ncclGather", root);
+  if (r == ncclSuccess) r = checkBuffer(comm, "ncclGather", "sendbuff", sendbuff, count);
+  if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclGather", "recvbuff", recvbuff, count);
+  if (r != ncclSuccess) return refuse(r);
+  const size_t bytes = count * typeSize(datatype);
+  return grouped([&]() -> ncclResult_t {
+    if (comm->rank == root)
+      for (int p = 0; p < comm->nRanks; p++)
+        NCCLCHECK(ncclRecv((char*)recvbuff + p * bytes, count, datatype, p, comm, stream));
+    return ncclSend(sendbuff, count, datatype, root, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  Task probe{};
+  ncclResult_t r = checkCommon(comm, "ncclScatter", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
+                               stream, &probe);
+  if (r == ncclSuccess) r = checkRoot(comm, "ncclScatter", root);
+  if (r == ncclSuccess) r = checkBuffer(comm, "ncclScatter", "recvbuff", recvbuff, count);
+  if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclScatter", "sendbuff", sendbuff, count);
+  if (r != ncclSuccess) return refuse(r);
+  const size_t bytes = count * typeSize(datatype);
+  return grouped([&]() -> ncclResult_t {
+    if (comm->rank == root)
+      for (int p = 0; p < comm->nRanks; p++)
+        NCCLCHECK(ncclSend((const char*)sendbuff + p * bytes, count, datatype, p, comm, stream));
+    return ncclRecv(recvbuff, count, datatype, root, comm, stream);
+  });
+}
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+         ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  NCCLCHECK(checkComm(comm, "ncclRedOpCreatePreMulSum"));
+  if (!op || !scalar)
+    return setError(comm, ncclInvalidArgument, "ncclRedOpCreatePreMulSum: %s is NULL", op ? "scalar" : "op");
+  if ((int)datatype < 0 || datatype >= ncclNumTypes)
+    return setError(comm, ncclInvalidArgument, "ncclRedOpCreatePreMulSum: invalid datatype %d", (int)datatype);
+  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+    return setError(comm, ncclInvalidArgument, "ncclRedOpCreatePreMulSum: invalid residence %d", (int)residence);
+  UserRedOp u{};
+  u.live = true;
+  u.datatype = datatype;
+  u.residence = residence;
+  u.scalarPtr = scalar;
+  if (residence == ncclScalarHostImmediate) memcpy(&u.scalarBits, scalar, typeSize(datatype));
+  std::lock_guard<std::mutex> lock(comm->userOpsMutex);
+  for (size_t i = 0; i < comm->userOps.size(); i++)
+    if (!comm->userOps[i].live) {
+      comm->userOps[i] = u;
+      *op = (ncclRedOp_t)(ncclNumOps + i);
+      return ncclSuccess;
+    }
+  if (comm->userOps.size() >= 1024)
+    return setError(comm, ncclInvalidUsage, "ncclRedOpCreatePreMulSum: 1024 operators exist; destroy some first");
+  comm->userOps.push_back(u);
+  *op = (ncclRedOp_t)(ncclNumOps + comm->userOps.size() - 1);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm);
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  NCCLCHECK(checkComm(comm, "ncclRedOpDestroy"));
+  int idx = (int)op - ncclNumOps;
+  std::lock_guard<std::mutex> lock(comm->userOpsMutex);
+  if ((int)op < ncclNumOps)
+    return setError(comm, ncclInvalidArgument, "ncclRedOpDestroy: op %d is built in and cannot be destroyed", (int)op);
+  if (idx >= (int)comm->userOps.size() || !comm->userOps[idx].live)
+    return setError(comm, ncclInvalidArgument, "ncclRedOpDestroy: op %d is not a live op of this communicator",
+                    (int)op);
+  comm->userOps[idx].live = false;
+  return ncclSuccess;
+}
