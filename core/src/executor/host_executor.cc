@@ -2,7 +2,10 @@
 
 #include <plexus/device/arch.h>
 
+#include <vector>
+
 #include "comm/communicator.h"
+#include "executor/p2p.h"
 #include "misc/check.h"
 #include "planner/planner.h"
 #include "stream/host_stream.h"
@@ -47,15 +50,28 @@ ncclResult_t HostExecutor::runChannel(int channel, uint32_t first, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const plexusDevWork_v1_t& w = comm_->workFifo.at(first + i);
     if (w.nChannels == 0 || channel < w.channelLo || channel >= w.channelLo + w.nChannels) continue;
-    const AlgoInstance& algo = comm_->algos[w.algorithm];
-    ncclResult_t r = algo.plugin->api->runHost(&comm_->devComm, channel, &w);
+    ncclResult_t r;
+    const char* who;
+    if (w.algorithm == kAlgoCoreP2p) {
+      // Consecutive point-to-point items progress together.
+      std::vector<const plexusDevWork_v1_t*> p2p;
+      for (; i < n && comm_->workFifo.at(first + i).algorithm == kAlgoCoreP2p; i++)
+        p2p.push_back(&comm_->workFifo.at(first + i));
+      i--;
+      r = runP2p(comm_, p2p.data(), (int)p2p.size());
+      who = "point-to-point";
+    } else {
+      const AlgoInstance& algo = comm_->algos[w.algorithm];
+      r = algo.plugin->api->runHost(&comm_->devComm, channel, &w);
+      who = algo.plugin->name.c_str();
+    }
     if (r != ncclSuccess) {
       const plexusDevChannel_v1_t& ch = comm_->channels.dev[channel];
       const char* why = ch.status == PLEXUS_CHANNEL_TIMEOUT ? "timed out"
                         : ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted" : "failed";
-      setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements) %s on channel %d (algorithm %s, waiting on rank %d)",
+      setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements) %s on channel %d (%s, waiting on rank %d)",
                comm_->rank, funcName((ncclFunc_t)w.func), (unsigned long long)w.opSeq, (unsigned long long)w.count,
-               why, channel, algo.plugin->name.c_str(), ch.waitPeer);
+               why, channel, who, ch.waitPeer);
       return r;
     }
   }

@@ -7,10 +7,12 @@
 
 #include "comm/communicator.h"
 #include "executor/host_executor.h"
+#include "executor/p2p.h"
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "stream/host_stream.h"
+#include "transport/transport.h"
 
 namespace plexus {
 
@@ -44,6 +46,8 @@ size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int n
 }
 
 namespace {
+
+bool isP2p(ncclFunc_t func) { return func == ncclFuncSend || func == ncclFuncRecv; }
 
 // The protocols NCCL_PROTO allows (NCCL's syntax: a list of names, "^" to exclude).
 ncclResult_t allowedProtocols(uint32_t* mask) {
@@ -150,6 +154,13 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
 ncclResult_t planAndLaunch(ncclComm* comm) {
   std::vector<Task> tasks;
   tasks.swap(comm->tasks);
+  // Collectives first, then point-to-point, each in call order: ranks may interleave their sends
+  // and receives differently, and every rank must see the collectives in the same order.
+  std::stable_partition(tasks.begin(), tasks.end(), [](const Task& t) { return !isP2p(t.func); });
+  std::vector<ConnectRequest> p2pConnectors;
+  for (const Task& t : tasks)
+    if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
+  NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
   size_t i = 0;
   while (i < tasks.size()) {
     // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo.
@@ -161,7 +172,8 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     for (uint32_t k = 0; k < n; k++) {
       const Task& t = tasks[i + k];
       Decision d;
-      ncclResult_t r = decide(comm, t, &d);
+      ncclResult_t r = isP2p(t.func) ? ncclSuccess : decide(comm, t, &d);
+      if (isP2p(t.func)) d = Decision{kAlgoCoreP2p, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0};
       if (r != ncclSuccess) {
         // Entries already reserved still flow through the executor, as no-ops.
         for (uint32_t m = k; m < n; m++) comm->workFifo.at(first + m) = plexusDevWork_v1_t{};
@@ -186,8 +198,8 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
       w.count = t.count;
       w.chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
       w.opSeq = comm->opCount++;
-      comm->lastDecision = plexusDecision_t{comm->algos[d.algo].plugin->name.c_str(), protoName(d.proto),
-                                            d.nChannels, d.chunkBytes};
+      comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
+                                            protoName(d.proto), d.nChannels, d.chunkBytes};
       TRACE(NCCL_COLL, "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d "
             "channel(s), chunk %zu B", funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype,
             (int)t.userOp, t.root, t.sendbuff, t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol,

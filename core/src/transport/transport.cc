@@ -1,5 +1,7 @@
 #include "transport.h"
 
+#include <algorithm>
+
 #include "comm/communicator.h"
 #include "misc/check.h"
 
@@ -9,6 +11,7 @@ namespace {
 
 // Tags of the bootstrap messages that carry connect info: one per channel and direction of travel.
 constexpr int kTagConnectBase = 0x10000;
+constexpr int kTagConnected = 0xfffe;
 int connectTag(int channel, bool fromSender) { return kTagConnectBase + channel * 2 + (fromSender ? 0 : 1); }
 
 ncclResult_t pickTransport(ncclComm* comm, int peer, const TransportPlugin** out) {
@@ -77,13 +80,37 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
                       comm->rank, api->name, connector.conn.stepSize, req.channel);
     connector.connected = 1;
   }
-  // Every peer has mapped what it needs before anyone removes names.
-  NCCLCHECK(comm->bootstrap->barrier());
+  // Every peer has mapped what it needs before anyone removes names. Only the peers of this round
+  // take part, so connections made on demand (point-to-point) involve no other rank.
+  std::vector<int> peers;
+  for (const ConnectRequest& req : requests)
+    if (std::find(peers.begin(), peers.end(), req.peer) == peers.end()) peers.push_back(req.peer);
+  const int ack = 1;
+  for (int p : peers) NCCLCHECK(comm->bootstrap->send(p, kTagConnected, &ack, sizeof(ack)));
+  for (int p : peers) {
+    int got = 0;
+    NCCLCHECK(comm->bootstrap->recv(p, kTagConnected, &got, sizeof(got)));
+  }
   for (size_t i = first; i < comm->channels.connections.size(); i++) {
     Connection& conn = comm->channels.connections[i];
     if (conn.transport->api->connected) NCCLCHECK(conn.transport->api->connected(conn.resources));
   }
   return ncclSuccess;
+}
+
+ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectRequest>& wanted) {
+  std::vector<ConnectRequest> missing;
+  for (const ConnectRequest& req : wanted) {
+    if (req.peer == comm->rank) continue;  // a rank's messages to itself are copies
+    const plexusDevChannelPeer_v1_t& peer = comm->channels.peers[req.channel][req.peer];
+    if ((req.isSend ? peer.send : peer.recv).connected) continue;
+    bool dup = false;
+    for (const ConnectRequest& m : missing) dup |= m.channel == req.channel && m.peer == req.peer && m.isSend == req.isSend;
+    if (!dup) missing.push_back(req);
+  }
+  if (missing.empty()) return ncclSuccess;
+  INFO(NCCL_P2P, "rank %d: connecting %zu point-to-point connector(s) on demand", comm->rank, missing.size());
+  return transportConnect(comm, missing);
 }
 
 void transportFreeAll(ncclComm* comm) {

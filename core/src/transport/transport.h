@@ -19,6 +19,8 @@ struct ConnectRequest {
 // Sets up, exchanges (through the bootstrap) and connects every requested connector. Each request
 // must be mirrored on the peer (my send to p on channel c is p's recv from me on channel c).
 ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>& requests);
+// Connects what the given point-to-point tasks need and is not connected yet (channel 0).
+ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectRequest>& wanted);
 void transportFreeAll(ncclComm* comm);
 
 }  // namespace plexus

@@ -1,0 +1,156 @@
+// Point-to-point: grouped sends and receives in any pattern, and the collectives built on them
+// (AlltoAll, Gather, Scatter). Every element checked.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "harness.h"
+
+namespace {
+
+// Value that rank `from` sends to rank `to` at index i: distinct per pair and index.
+int32_t value(int from, int to, size_t i) { return (int32_t)(from * 1000003 + to * 7919 + (int32_t)(i % 100003)); }
+
+long checkBuf(const std::vector<int32_t>& buf, size_t offset, size_t count, int from, int to, const char* what) {
+  long wrong = 0;
+  for (size_t i = 0; i < count; i++) wrong += buf[offset + i] != value(from, to, i);
+  if (wrong) fprintf(stderr, "%s: %ld wrong elements from rank %d at rank %d\n", what, wrong, from, to);
+  return wrong;
+}
+
+// Every rank sends to every rank (itself included) and receives from every rank, in one group, in a
+// rank-dependent order so that no two ranks post in the same order.
+long handWrittenAlltoAll(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count) {
+  std::vector<int32_t> send(count * nranks), recv(count * nranks, -1);
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < count; i++) send[p * count + i] = value(rank, p, i);
+  CHECK_NCCL(ncclGroupStart());
+  for (int k = 0; k < nranks; k++) {
+    int p = (rank + k) % nranks, q = (rank + nranks - k) % nranks;
+    if (rank % 2) {
+      CHECK_NCCL(ncclRecv(recv.data() + q * count, count, ncclInt32, q, comm, stream));
+      CHECK_NCCL(ncclSend(send.data() + p * count, count, ncclInt32, p, comm, stream));
+    } else {
+      CHECK_NCCL(ncclSend(send.data() + p * count, count, ncclInt32, p, comm, stream));
+      CHECK_NCCL(ncclRecv(recv.data() + q * count, count, ncclInt32, q, comm, stream));
+    }
+  }
+  CHECK_NCCL(ncclGroupEnd());
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  long bad = 0;
+  for (int p = 0; p < nranks; p++) bad += checkBuf(recv, p * count, count, p, rank, "hand-written alltoall");
+  return bad;
+}
+
+long library(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count) {
+  long bad = 0;
+  std::vector<int32_t> send(count * nranks), recv(count * nranks, -1);
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < count; i++) send[p * count + i] = value(rank, p, i);
+  CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), count, ncclInt32, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  for (int p = 0; p < nranks; p++) bad += checkBuf(recv, p * count, count, p, rank, "ncclAlltoAll");
+  for (int root = 0; root < nranks; root++) {
+    // Gather: root receives block p from rank p; everyone sends value(rank, root).
+    std::vector<int32_t> mine(count), all(count * nranks, -1);
+    for (size_t i = 0; i < count; i++) mine[i] = value(rank, root, i);
+    CHECK_NCCL(ncclGather(mine.data(), all.data(), count, ncclInt32, root, comm, stream));
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    if (rank == root)
+      for (int p = 0; p < nranks; p++) bad += checkBuf(all, p * count, count, p, root, "ncclGather");
+    // Scatter: root sends block p to rank p.
+    std::vector<int32_t> blocks(count * nranks), got(count, -1);
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < count; i++) blocks[p * count + i] = value(root, p, i);
+    CHECK_NCCL(ncclScatter(blocks.data(), got.data(), count, ncclInt32, root, comm, stream));
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    bad += checkBuf(got, 0, count, root, rank, "ncclScatter");
+  }
+  return bad;
+}
+
+// Each rank sends to next and receives from prev, several messages in one group, then a big
+// exchange in both directions with one peer (more than the connector holds, so both must progress).
+long ringAndPair(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  long bad = 0;
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  const size_t sizes[] = {1, 7, 1027, 1 << 18};
+  std::vector<std::vector<int32_t>> out(4), in(4);
+  CHECK_NCCL(ncclGroupStart());
+  for (int k = 0; k < 4; k++) {
+    out[k].resize(sizes[k]);
+    in[k].assign(sizes[k], -1);
+    for (size_t i = 0; i < sizes[k]; i++) out[k][i] = value(rank, next, i + k);
+    CHECK_NCCL(ncclSend(out[k].data(), sizes[k], ncclInt32, next, comm, stream));
+    CHECK_NCCL(ncclRecv(in[k].data(), sizes[k], ncclInt32, prev, comm, stream));
+  }
+  CHECK_NCCL(ncclGroupEnd());
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  for (int k = 0; k < 4; k++)
+    for (size_t i = 0; i < sizes[k]; i++) bad += in[k][i] != value(prev, rank, i + k);
+  // Pairs (0,1), (2,3), ...: send and receive 4 MiB with the partner in one group.
+  int partner = rank ^ 1;
+  if (partner < nranks) {
+    const size_t count = 1 << 20;
+    std::vector<int32_t> a(count), b(count, -1);
+    for (size_t i = 0; i < count; i++) a[i] = value(rank, partner, i);
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_NCCL(ncclSend(a.data(), count, ncclInt32, partner, comm, stream));
+    CHECK_NCCL(ncclRecv(b.data(), count, ncclInt32, partner, comm, stream));
+    CHECK_NCCL(ncclGroupEnd());
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    bad += checkBuf(b, 0, count, partner, rank, "pair exchange");
+  }
+  return bad;
+}
+
+long all(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  long bad = ringAndPair(rank, nranks, comm, stream);
+  for (size_t count : {1ul, 1027ul, 65536ul}) bad += handWrittenAlltoAll(rank, nranks, comm, stream, count);
+  bad += library(rank, nranks, comm, stream, 1031);
+  return bad;
+}
+
+harness::Scenario processP2p("p2p-all", all);
+
+}  // namespace
+
+TEST_CASE("p2p: grouped send/recv patterns, AlltoAll, Gather, Scatter with ranks as threads") {
+  for (int n : {1, 2, 3, 4, 8}) {
+    CAPTURE(n);
+    CHECK(harness::runThreads(n, all) == 0);
+  }
+}
+
+TEST_CASE("p2p: ranks as processes (2, 4)") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    CHECK(harness::runProcesses("p2p-all", n) == 0);
+  }
+}
+
+TEST_CASE("p2p: small connector buffers, many slices per message") {
+  setenv("PLEXUS_BUFFSIZE", "65536", 1);
+  long bad = harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+    return ringAndPair(rank, nranks, comm, stream) + handWrittenAlltoAll(rank, nranks, comm, stream, 100000);
+  });
+  unsetenv("PLEXUS_BUFFSIZE");
+  CHECK(bad == 0);
+}
+
+TEST_CASE("p2p: bad arguments") {
+  CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          int32_t x = 0;
+          bad += ncclSend(&x, 1, ncclInt32, nranks, comm, stream) != ncclInvalidArgument;
+          bad += ncclRecv(&x, 1, ncclInt32, -1, comm, stream) != ncclInvalidArgument;
+          bad += ncclSend(nullptr, 1, ncclInt32, 0, comm, stream) != ncclInvalidArgument;
+          bad += ncclAlltoAll(&x, &x, 1, ncclInt32, comm, stream) != ncclInvalidArgument;  // in place
+          bad += ncclGather(&x, &x, 1, ncclInt32, 5, comm, stream) != ncclInvalidArgument;
+          // A send to itself without a matching receive is refused when it runs.
+          CHECK_NCCL(ncclSend(&x, 1, ncclInt32, rank, comm, stream));
+          bad += plexusStreamSynchronize(stream) != ncclInvalidUsage;
+          return bad;
+        }) == 0);
+}
