@@ -113,8 +113,59 @@ ncclResult_t plannerInit(ncclComm* comm) {
     cfg.algoAllowed.push_back(allowed);
   }
   cfg.minChannelBytes = (size_t)std::max<int64_t>(1, envInt("MIN_CHANNEL_BYTES", 512 * 1024));
+  cfg.checkArgs = envInt("CHECK_MODE", 0) != 0;
   return ncclSuccess;
 }
+
+namespace {
+
+// Debug mode (PLEXUS_CHECK_MODE=1): every rank compares the collectives of the group with every other
+// rank's before launching anything, so a mismatch is an error naming rank and argument, not a hang
+// or garbage.
+ncclResult_t crossCheck(ncclComm* comm, const std::vector<Task>& tasks) {
+  struct Sig {
+    int32_t func, datatype, redop, root;
+    uint64_t count;
+  };
+  std::vector<const Task*> colls;
+  for (const Task& t : tasks)
+    if (!isP2p(t.func)) colls.push_back(&t);
+  const int n = comm->nRanks;
+  std::vector<int32_t> counts(n);
+  counts[comm->rank] = (int32_t)colls.size();
+  NCCLCHECK(comm->bootstrap->allGather(counts.data(), sizeof(int32_t)));
+  for (int r = 0; r < n; r++)
+    if (counts[r] != counts[comm->rank])
+      return setError(comm, ncclInvalidUsage,
+                      "check mode: rank %d has %d collective(s) in this group, rank %d has %d: every rank must call "
+                      "the same collectives in the same order", r, counts[r], comm->rank, counts[comm->rank]);
+  for (size_t k = 0; k < colls.size(); k++) {
+    const Task& t = *colls[k];
+    std::vector<Sig> sigs(n);
+    sigs[comm->rank] = Sig{(int32_t)t.func, (int32_t)t.datatype, (int32_t)t.devOp, (int32_t)t.root, (uint64_t)t.count};
+    NCCLCHECK(comm->bootstrap->allGather(sigs.data(), sizeof(Sig)));
+    const Sig& me = sigs[comm->rank];
+    for (int r = 0; r < n; r++) {
+      const Sig& o = sigs[r];
+      const char* what = o.func != me.func         ? "collective"
+                         : o.datatype != me.datatype ? "datatype"
+                         : o.redop != me.redop       ? "reduction op"
+                         : o.root != me.root         ? "root"
+                         : o.count != me.count       ? "count"
+                                                     : nullptr;
+      if (what)
+        return setError(comm, ncclInvalidUsage,
+                        "check mode: collective #%zu of the group differs in its %s: rank %d calls %s(count %llu, "
+                        "datatype %d, op %d, root %d), rank %d calls %s(count %llu, datatype %d, op %d, root %d)",
+                        k, what, r, funcName((ncclFunc_t)o.func), (unsigned long long)o.count, o.datatype, o.redop,
+                        o.root, comm->rank, funcName((ncclFunc_t)me.func), (unsigned long long)me.count, me.datatype,
+                        me.redop, me.root);
+    }
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
 
 namespace {
 
@@ -157,6 +208,7 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   // Collectives first, then point-to-point, each in call order: ranks may interleave their sends
   // and receives differently, and every rank must see the collectives in the same order.
   std::stable_partition(tasks.begin(), tasks.end(), [](const Task& t) { return !isP2p(t.func); });
+  if (comm->planner.checkArgs) NCCLCHECK(crossCheck(comm, tasks));
   std::vector<ConnectRequest> p2pConnectors;
   for (const Task& t : tasks)
     if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});

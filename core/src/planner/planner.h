@@ -18,6 +18,7 @@ struct PlannerConfig {
   uint32_t protoMask = 0;          // NCCL_PROTO
   std::vector<bool> algoAllowed;   // NCCL_ALGO, per algorithm of the communicator
   size_t minChannelBytes = 0;      // PLEXUS_MIN_CHANNEL_BYTES: smallest share worth a channel
+  bool checkArgs = false;          // PLEXUS_CHECK_MODE: cross-check collectives' arguments across ranks
 };
 
 // Reads NCCL_PROTO / NCCL_ALGO and friends; a malformed value fails init with a message.

@@ -50,6 +50,7 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
     setup.peer = &comm->peerInfo[req.peer];
     setup.channelId = req.channel;
     setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
+    setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
     const plexusTransport_v1_t* api = conn.transport->api;
     ncclResult_t r = req.isSend ? api->sendSetup(conn.transport->ctx, &setup, &mine[i], &conn.resources)
                                 : api->recvSetup(conn.transport->ctx, &setup, &mine[i], &conn.resources);

@@ -30,6 +30,21 @@ extern "C" {
 #define PLEXUS_PROTO_SIMPLE 2
 #define PLEXUS_NUM_PROTOCOLS 3
 
+/* LL protocol: 16-byte lines of two (4-byte data, 4-byte flag) words, flag = step + 1 (NCCL's
+ * ncclLLFifoLine); PLEXUS_LL_SLOT_LINES lines per step, so 2 KiB of payload per step. */
+#define PLEXUS_LL_SLOT_LINES 256
+#define PLEXUS_LL_BUFF_BYTES (PLEXUS_STEPS * PLEXUS_LL_SLOT_LINES * 16)
+
+typedef union plexusLLFifoLine_v1 {
+  struct {
+    uint32_t data1;
+    uint32_t flag1;
+    uint32_t data2;
+    uint32_t flag2;
+  } s;
+  uint64_t v[2];
+} plexusLLFifoLine_v1_t;
+
 /* connFifo modes and the "slot free" size, as NCCL's. */
 #define PLEXUS_MODE_NORMAL 0
 #define PLEXUS_MODE_OFFSET 1
@@ -151,6 +166,7 @@ typedef struct plexusDevWork_v1 {
 
 #ifdef __cplusplus
 } /* extern "C" */
+static_assert(sizeof(plexusLLFifoLine_v1_t) == 16, "plexusLLFifoLine_v1_t layout");
 static_assert(sizeof(plexusConnFifo_v1_t) == 24, "plexusConnFifo_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, tail) == 48, "plexusConnInfo_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, connFifo) == 96, "plexusConnInfo_v1_t layout");

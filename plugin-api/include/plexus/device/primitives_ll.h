@@ -1,0 +1,183 @@
+/*
+ * Primitives over the LL protocol: the same operations as primitives.h, for small messages. Data
+ * travels in 16-byte lines whose two 8-byte words each carry 4 bytes of data and a flag (step + 1),
+ * so a receiver polls the data itself and needs no separate tail: one cache line crosses per line
+ * instead of a tail and a slot. Credit for reusing a slot still flows back through head; the sender
+ * also advances tail so that Simple and LL operations can share a connection's step count.
+ */
+#ifndef PLEXUS_DEVICE_PRIMITIVES_LL_H_
+#define PLEXUS_DEVICE_PRIMITIVES_LL_H_
+
+#include "../device_v1.h"
+#include "arch.h"
+#include "primitives.h"
+#include "reduce_copy.h"
+
+namespace plexus::dev {
+
+PLEXUS_HD uint64_t loadAcquireWord(const volatile uint64_t* p) { return loadAcquire(p); }
+
+/* Waits until both words of a line carry flag; false on abort or timeout (the channel says which). */
+PLEXUS_HD bool waitLine(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, volatile plexusLLFifoLine_v1_t* line,
+                        uint32_t flag, int peer, uint64_t* w0, uint64_t* w1) {
+  uint64_t start = 0;
+  for (uint32_t iter = 0;; iter++) {
+    *w0 = loadAcquireWord(&line->v[0]);
+    *w1 = loadAcquireWord(&line->v[1]);
+    if ((uint32_t)(*w0 >> 32) == flag && (uint32_t)(*w1 >> 32) == flag) return true;
+    if ((iter & 63) == 63) {
+      if (*comm->abortFlag) {
+        ch->status = PLEXUS_CHANNEL_ABORTED;
+        return false;
+      }
+      uint64_t now = clockNs();
+      if (!start) {
+        start = now;
+        ch->waitSince = now;
+        ch->waitPeer = peer;
+        ch->waitIsSend = 0;
+      } else if (comm->timeoutNs && now - start > comm->timeoutNs) {
+        ch->status = PLEXUS_CHANNEL_TIMEOUT;
+        return false;
+      }
+    }
+    backoff(iter, comm->spinPolls);
+  }
+}
+
+template <typename T, typename F>
+class PrimitivesLL {
+ public:
+  static constexpr size_t kSliceBytes = PLEXUS_LL_SLOT_LINES * 8;
+
+  PLEXUS_HD PrimitivesLL(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
+                         const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
+                         void* output, uint64_t redOpArg)
+      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), nrecv_(nrecv), nsend_(nsend),
+        input_((const T*)input), output_((T*)output), func_(redOpArg) {
+    for (int i = 0; i < nrecv; i++) {
+      recvPeer_[i] = recvPeers[i];
+      recv_[i] = &ch->peers[recvPeers[i]].recv.conn;
+      recvStep_[i] = recv_[i]->step;
+    }
+    for (int i = 0; i < nsend; i++) {
+      sendPeer_[i] = sendPeers[i];
+      send_[i] = &ch->peers[sendPeers[i]].send.conn;
+      sendStep_[i] = send_[i]->step;
+    }
+  }
+
+  PLEXUS_HD ~PrimitivesLL() {
+    if (tid_ != 0) return;
+    for (int i = 0; i < nrecv_; i++) recv_[i]->step = recvStep_[i];
+    for (int i = 0; i < nsend_; i++) send_[i]->step = sendStep_[i];
+  }
+
+  /* Elements per pipeline chunk that step loops should use with this protocol. */
+  static PLEXUS_HD size_t chunkElems() { return kSliceBytes / sizeof(T); }
+  PLEXUS_HD bool ok() const { return ch_->status == PLEXUS_CHANNEL_OK; }
+
+  PLEXUS_HD void send(size_t inOff, size_t n) { op<false, true, true, false>(inOff, 0, n, false); }
+  PLEXUS_HD void recv(size_t outOff, size_t n, bool postOp = false) { op<true, false, false, true>(0, outOff, n, postOp); }
+  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { op<true, true, true, false>(inOff, 0, n, false); }
+  PLEXUS_HD void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
+    op<true, true, true, true>(inOff, outOff, n, postOp);
+  }
+  PLEXUS_HD void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
+    op<true, false, true, true>(inOff, outOff, n, postOp);
+  }
+  PLEXUS_HD void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
+    op<false, true, true, true>(inOff, outOff, n, postOp);
+  }
+  PLEXUS_HD void recvCopySend(size_t outOff, size_t n, bool postOp = false) { op<true, true, false, true>(0, outOff, n, postOp); }
+  PLEXUS_HD void recvSend(size_t n) { op<true, true, false, false>(0, 0, n, false); }
+
+ private:
+  static PLEXUS_HD volatile plexusLLFifoLine_v1_t* lines(plexusConnInfo_v1_t* c, uint64_t step) {
+    return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_LL]) + (size_t)(step % PLEXUS_STEPS) * PLEXUS_LL_SLOT_LINES;
+  }
+
+  /* Each thread owns a contiguous run of lines and the elements they carry (no element straddles a
+   * line: elements are at most 8 bytes), so it reads, combines and writes them alone. */
+  template <bool Recv, bool Send, bool Src, bool Dst>
+  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp) {
+    const size_t sliceElems = kSliceBytes / sizeof(T), perLine = 8 / sizeof(T);
+    for (size_t done = 0; done < nelem && ok(); done += sliceElems) {
+      const size_t n = nelem - done < sliceElems ? nelem - done : sliceElems;
+      const size_t nlines = (n * sizeof(T) + 7) / 8;
+      const size_t l0 = nlines * tid_ / nthreads_, l1 = nlines * (tid_ + 1) / nthreads_;
+      const size_t e0 = l0 * perLine, e1 = l1 * perLine < n ? l1 * perLine : n;
+      if (Send && tid_ == 0)
+        for (int i = 0; i < nsend_; i++)
+          if (sendStep_[i] + 1 > PLEXUS_STEPS &&
+              !waitAtLeast(comm_, ch_, send_[i]->head, sendStep_[i] + 1 - PLEXUS_STEPS, sendPeer_[i], 1))
+            break;
+      barrier();
+      if (!ok()) return;
+      const T* srcs[PLEXUS_MAX_SRCS];
+      T* dsts[PLEXUS_MAX_DSTS];
+      int nsrc = 0, ndst = 0;
+      if (Src) srcs[nsrc++] = input_ + inOff + done + e0;
+      if (Recv)
+        for (int i = 0; i < nrecv_; i++) {
+          if (!readLines(i, l0, l1)) return;
+          srcs[nsrc++] = (const T*)recvTmp_[i] + e0;
+        }
+      if (Dst) dsts[ndst++] = output_ + outOff + done + e0;
+      if (Send) dsts[ndst++] = (T*)sendTmp_ + e0;
+      if (e1 > e0) reduceCopy<T, F>(0, 1, func_, srcs, nsrc, Src, dsts, ndst, postOp, e1 - e0);
+      if (Send)
+        for (int i = 0; i < nsend_; i++) writeLines(i, l0, l1);
+      barrier();  /* every thread has read its lines before head returns the slot */
+      if (Recv)
+        for (int i = 0; i < nrecv_; i++) {
+          ++recvStep_[i];
+          if (tid_ == 0) storeRelease(recv_[i]->head, recvStep_[i]);
+        }
+      if (Send)
+        for (int i = 0; i < nsend_; i++) {
+          ++sendStep_[i];
+          if (tid_ == 0) storeRelease(send_[i]->tail, sendStep_[i]);
+        }
+    }
+  }
+
+  PLEXUS_HD bool readLines(int i, size_t l0, size_t l1) {
+    volatile plexusLLFifoLine_v1_t* l = lines(recv_[i], recvStep_[i]);
+    const uint32_t flag = (uint32_t)(recvStep_[i] + 1);
+    for (size_t j = l0; j < l1; j++) {
+      uint64_t w0, w1;
+      if (!waitLine(comm_, ch_, l + j, flag, recvPeer_[i], &w0, &w1)) return false;
+      recvTmp_[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
+    }
+    return true;
+  }
+
+  PLEXUS_HD void writeLines(int i, size_t l0, size_t l1) {
+    volatile plexusLLFifoLine_v1_t* l = lines(send_[i], sendStep_[i]);
+    const uint64_t flag = (uint64_t)(uint32_t)(sendStep_[i] + 1) << 32;
+    for (size_t j = l0; j < l1; j++) {
+      /* Each 8-byte word is one store: its flag is never seen without its data. */
+      l[j].v[0] = flag | (sendTmp_[j] & 0xffffffffull);
+      l[j].v[1] = flag | (sendTmp_[j] >> 32);
+    }
+  }
+
+  const plexusDevComm_v1_t* comm_;
+  plexusDevChannel_v1_t* ch_;
+  int tid_, nthreads_, nrecv_, nsend_;
+  const T* input_;
+  T* output_;
+  F func_;
+  int recvPeer_[PLEXUS_MAX_PRIM_PEERS], sendPeer_[PLEXUS_MAX_PRIM_PEERS];
+  plexusConnInfo_v1_t* recv_[PLEXUS_MAX_PRIM_PEERS];
+  plexusConnInfo_v1_t* send_[PLEXUS_MAX_PRIM_PEERS];
+  uint64_t recvStep_[PLEXUS_MAX_PRIM_PEERS], sendStep_[PLEXUS_MAX_PRIM_PEERS];
+  /* Staging for one slice: received lines unpacked, and the result packed into lines. */
+  alignas(16) uint64_t recvTmp_[PLEXUS_MAX_PRIM_PEERS][PLEXUS_LL_SLOT_LINES];
+  alignas(16) uint64_t sendTmp_[PLEXUS_LL_SLOT_LINES];
+};
+
+}  // namespace plexus::dev
+
+#endif /* PLEXUS_DEVICE_PRIMITIVES_LL_H_ */
