@@ -51,21 +51,29 @@ template <typename T> void fill(void* buf, size_t count, ncclRedOp_t op, int ran
   for (size_t i = 0; i < count; i++) p[i] = fromInt<T>(inputValue(op, rank, i, isFp8<T>()));
 }
 
-// Wrong elements of an AllReduce result.
-template <typename T> size_t verifyAllReduce(const void* buf, size_t count, ncclRedOp_t op, int nranks) {
+// The reduction of every rank's fill() value at index i, as the element type computes it.
+template <typename T> T reduceRanks(ncclRedOp_t op, int nranks, size_t i) {
+  T acc = fromInt<T>(inputValue(op, 0, i, isFp8<T>()));
+  for (int r = 1; r < nranks; r++) {
+    T v = fromInt<T>(inputValue(op, r, i, isFp8<T>()));
+    switch (op) {
+      case ncclProd: acc = FuncProd<T>(0).op(acc, v); break;
+      case ncclMax: acc = FuncMax<T>(0).op(acc, v); break;
+      case ncclMin: acc = FuncMin<T>(0).op(acc, v); break;
+      default: acc = FuncSum<T>(0).op(acc, v); break;
+    }
+  }
+  return acc;
+}
+
+// Wrong elements of count reduced elements whose inputs were at fill() indices first .. first+count-1
+// on every rank (AllReduce and Reduce: first = 0; ReduceScatter: first = rank * recvcount).
+// Avg: integers divide the sum exactly as the kernels do, floats are compared within a tolerance.
+template <typename T> size_t verifyReduced(const void* buf, size_t count, ncclRedOp_t op, int nranks, size_t first) {
   const T* p = (const T*)buf;
   size_t wrong = 0;
   for (size_t i = 0; i < count; i++) {
-    T acc = fromInt<T>(inputValue(op, 0, i, isFp8<T>()));
-    for (int r = 1; r < nranks; r++) {
-      T v = fromInt<T>(inputValue(op, r, i, isFp8<T>()));
-      switch (op) {
-        case ncclProd: acc = FuncProd<T>(0).op(acc, v); break;
-        case ncclMax: acc = FuncMax<T>(0).op(acc, v); break;
-        case ncclMin: acc = FuncMin<T>(0).op(acc, v); break;
-        default: acc = FuncSum<T>(0).op(acc, v); break;
-      }
-    }
+    T acc = reduceRanks<T>(op, nranks, first + i);
     double expect = toDouble(acc), got = toDouble(p[i]);
     if (op == ncclAvg) {
       if constexpr (std::is_integral_v<T>) {
@@ -79,6 +87,40 @@ template <typename T> size_t verifyAllReduce(const void* buf, size_t count, nccl
     }
     if (got != expect) wrong++;
   }
+  return wrong;
+}
+
+// Wrong elements of an AllReduce result.
+template <typename T> size_t verifyAllReduce(const void* buf, size_t count, ncclRedOp_t op, int nranks) {
+  return verifyReduced<T>(buf, count, op, nranks, 0);
+}
+
+// Data that only moves (Broadcast, AllGather): a byte pattern that differs at every offset and on
+// every rank, so that a block or chunk landing at the wrong place is seen whatever its type.
+inline unsigned char patternByte(int rank, size_t j) {
+  uint64_t x = (uint64_t)j * 0x9E3779B97F4A7C15ull + (uint64_t)(rank + 1) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return (unsigned char)x;
+}
+inline void fillPattern(void* buf, size_t bytes, int rank) {
+  for (size_t j = 0; j < bytes; j++) ((unsigned char*)buf)[j] = patternByte(rank, j);
+}
+// Wrong bytes among bytes that should hold rank's pattern.
+inline size_t verifyPattern(const void* buf, size_t bytes, int rank) {
+  size_t wrong = 0;
+  for (size_t j = 0; j < bytes; j++) wrong += ((const unsigned char*)buf)[j] != patternByte(rank, j);
+  return wrong;
+}
+
+// Wrong bytes of a Broadcast result: root's pattern.
+inline size_t verifyBroadcast(const void* buf, size_t bytes, int root) { return verifyPattern(buf, bytes, root); }
+
+// Wrong bytes of an AllGather result: block r (blockBytes at r * blockBytes) is rank r's pattern.
+inline size_t verifyAllGather(const void* buf, size_t blockBytes, int nranks) {
+  size_t wrong = 0;
+  for (int r = 0; r < nranks; r++) wrong += verifyPattern((const unsigned char*)buf + (size_t)r * blockBytes, blockBytes, r);
   return wrong;
 }
 

@@ -40,6 +40,13 @@ struct __attribute__((packed)) PeerHello {  // rank to rank: the hello plus who 
 };
 struct RootInfo {  // rank -> root, right after the hello
   int32_t rank, nranks;
+  // The ranks this root serves (ncclCommInitRankScalable spreads them over several roots in contiguous
+  // blocks); [0, nranks) with one root.
+  int32_t blockFirst, blockCount;
+  // 1: `rank` is the first rank of the next block, registering only its address with this root so that
+  // the last rank of this block learns its successor (the ring is stitched across blocks this way).
+  int32_t neighbor;
+  int32_t pad;
   SocketAddress listenAddr;
 };
 struct RootReply {  // root -> rank: the next rank's address, or why the communicator failed
@@ -84,7 +91,12 @@ std::string missingRanks(const std::vector<bool>& present) {
     int e = r;
     while (e + 1 < n && !present[e + 1]) e++;
     if (out.size() > 200) return out + ", ...";
-    out += (out.empty() ? "" : ", ") + std::to_string(r) + (e > r ? "-" + std::to_string(e) : "");
+    if (!out.empty()) out += ", ";
+    out += std::to_string(r);
+    if (e > r) {
+      out += '-';
+      out += std::to_string(e);
+    }
     r = e;
   }
   return out;
@@ -133,9 +145,11 @@ class Root {
       for (auto& c : done)
         if (registerRank(c)) return;
       if (!failed_ && deadline_ && deadline_->expired()) {
-        std::vector<bool> present(nranks_);
-        for (auto& [r, reg] : ranks_) present[r] = true;
-        fail(ncclSystemError, "only " + std::to_string(ranks_.size()) + " of " + std::to_string(nranks_) +
+        std::vector<bool> present(nranks_, true);
+        for (int r = blockFirst_; r < blockFirst_ + blockCount_; r++) present[r] = ranks_.count(r) != 0;
+        if (blockCount_ < nranks_ && !neighbor_) present[successor()] = false;
+        const int got = (int)ranks_.size() + (neighbor_ ? 1 : 0);
+        fail(ncclSystemError, "only " + std::to_string(got) + " of " + std::to_string(expected()) +
                                   " ranks registered with the bootstrap root at " + where_ + " within " +
                                   std::to_string(timeout_) + " s; missing ranks: " + missingRanks(present) +
                                   ". Check that every rank calls ncclCommInitRank with this unique id, or raise "
@@ -198,7 +212,8 @@ class Root {
     RootInfo info;
     memcpy(&info, c.buf + sizeof(Hello), sizeof(info));
     std::string from = toString(c.sock.addr());
-    maxNranks_ = std::max(maxNranks_, info.nranks);
+    if (info.nranks >= 1 && info.blockCount >= 1 && info.blockCount <= info.nranks)
+      maxNranks_ = std::max(maxNranks_, info.blockCount + (info.blockCount < info.nranks ? 1 : 0));
     if (failed_) {
       reply(c.sock, failCode_, nullptr, failMessage_);
       told_++;
@@ -211,11 +226,21 @@ class Root {
            &c);
       return false;
     }
+    if (info.blockFirst < 0 || info.blockCount < 1 || info.blockFirst + info.blockCount > info.nranks) {
+      fail(ncclInvalidUsage,
+           "rank " + std::to_string(info.rank) + " (from " + from + ") registered for ranks [" +
+               std::to_string(info.blockFirst) + ", +" + std::to_string(info.blockCount) + ") of " +
+               std::to_string(info.nranks) + ", which is not a block of the communicator",
+           &c);
+      return false;
+    }
     if (nranks_ < 0) {
       nranks_ = info.nranks;
+      blockFirst_ = info.blockFirst;
+      blockCount_ = info.blockCount;
       firstRank_ = info.rank;
       deadline_ = Deadline::after(timeout_);
-      INFO(NCCL_BOOTSTRAP, "bootstrap root %s: expecting %d ranks", where_.c_str(), nranks_);
+      INFO(NCCL_BOOTSTRAP, "bootstrap root %s: expecting %d ranks", where_.c_str(), expected());
     }
     if (info.nranks != nranks_) {
       fail(ncclInvalidUsage,
@@ -225,18 +250,66 @@ class Root {
            &c);
       return false;
     }
-    if (ranks_.count(info.rank)) {
+    if (info.blockFirst != blockFirst_ || info.blockCount != blockCount_) {
       fail(ncclInvalidUsage,
-           "rank " + std::to_string(info.rank) + " registered twice (from " + toString(ranks_[info.rank].sock.addr()) +
-               " and " + from + "). Every rank must pass a distinct rank",
+           "rank " + std::to_string(info.rank) + " expects this root to serve ranks " + blockName(info) +
+               " but rank " + std::to_string(firstRank_) + " expects ranks " +
+               blockName(RootInfo{0, nranks_, blockFirst_, blockCount_, 0, 0, {}}) +
+               ". Every rank must pass the same nranks and the same unique ids, in the same order",
            &c);
       return false;
     }
-    ranks_[info.rank] = Registered{std::move(c.sock), info.listenAddr};
-    if ((int)ranks_.size() < nranks_) return false;
-    for (auto& [r, reg] : ranks_) reply(reg.sock, ncclSuccess, &ranks_[(r + 1) % nranks_].listenAddr, "");
-    INFO(NCCL_BOOTSTRAP, "bootstrap root %s: all %d ranks registered", where_.c_str(), nranks_);
+    if (info.neighbor) {
+      if (blockCount_ == nranks_ || info.rank != successor()) {
+        fail(ncclInvalidUsage,
+             "rank " + std::to_string(info.rank) + " (from " + from + ") registered as the successor of ranks " +
+                 blockName(info) + ", which is rank " + std::to_string(successor()) +
+                 ". Every rank must pass the same unique ids, in the same order",
+             &c);
+        return false;
+      }
+      if (neighbor_) {
+        fail(ncclInvalidUsage, "rank " + std::to_string(info.rank) + " registered twice as a successor (from " +
+                                   toString(neighbor_->sock.addr()) + " and " + from + ")",
+             &c);
+        return false;
+      }
+      neighbor_ = Registered{std::move(c.sock), info.listenAddr};
+    } else {
+      if (info.rank < blockFirst_ || info.rank >= blockFirst_ + blockCount_) {
+        fail(ncclInvalidUsage,
+             "rank " + std::to_string(info.rank) + " (from " + from + ") registered with the root of ranks " +
+                 blockName(info) + ". Every rank must pass the same unique ids, in the same order",
+             &c);
+        return false;
+      }
+      if (ranks_.count(info.rank)) {
+        fail(ncclInvalidUsage,
+             "rank " + std::to_string(info.rank) + " registered twice (from " +
+                 toString(ranks_[info.rank].sock.addr()) + " and " + from + "). Every rank must pass a distinct rank",
+             &c);
+        return false;
+      }
+      ranks_[info.rank] = Registered{std::move(c.sock), info.listenAddr};
+    }
+    if ((int)ranks_.size() < blockCount_ || (blockCount_ < nranks_ && !neighbor_)) return false;
+    const int last = blockFirst_ + blockCount_ - 1;
+    for (auto& [r, reg] : ranks_) {
+      const SocketAddress* next = r < last                 ? &ranks_[r + 1].listenAddr
+                                  : blockCount_ == nranks_ ? &ranks_[blockFirst_].listenAddr
+                                                           : &neighbor_->listenAddr;
+      reply(reg.sock, ncclSuccess, next, "");
+    }
+    if (neighbor_) reply(neighbor_->sock, ncclSuccess, nullptr, "");
+    INFO(NCCL_BOOTSTRAP, "bootstrap root %s: all %d ranks registered", where_.c_str(), expected());
     return true;
+  }
+
+  int successor() const { return (blockFirst_ + blockCount_) % nranks_; }
+  int expected() const { return blockCount_ + (blockCount_ < nranks_ ? 1 : 0); }
+  static std::string blockName(const RootInfo& i) {
+    return i.blockCount == i.nranks ? "0-" + std::to_string(i.nranks - 1) + " (all)"
+                                    : std::to_string(i.blockFirst) + "-" + std::to_string(i.blockFirst + i.blockCount - 1);
   }
 
   // Fails the communicator: every rank that registered, is registering (`c`) or registers later learns why.
@@ -249,6 +322,11 @@ class Root {
     for (auto& [r, reg] : ranks_) reply(reg.sock, code, nullptr, why);
     told_ += (int)ranks_.size();
     ranks_.clear();
+    if (neighbor_) {
+      reply(neighbor_->sock, code, nullptr, why);
+      told_++;
+      neighbor_.reset();
+    }
     if (c) {
       reply(c->sock, code, nullptr, why);
       told_++;
@@ -274,7 +352,9 @@ class Root {
   std::string where_;
   std::vector<Pending> pending_;
   std::map<int, Registered> ranks_;
+  std::optional<Registered> neighbor_;  // the first rank of the next block (several roots only)
   int nranks_ = -1, firstRank_ = -1, maxNranks_ = 0, told_ = 0;
+  int blockFirst_ = 0, blockCount_ = 0;
   std::optional<Deadline> deadline_;  // from the first registration: the others must follow within the timeout
   bool failed_ = false;
   ncclResult_t failCode_ = ncclSuccess;
@@ -328,20 +408,35 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
     INFO(NCCL_BOOTSTRAP | NCCL_ENV, "bootstrap: NCCL_COMM_ID set to %s; rank 0 will create the root there",
          toString(h.addr).c_str());
   } else {
-    SocketAddress ifAddr;
-    std::string ifName;
-    NCCLCHECK(findInterface(&ifAddr, &ifName));
-    Socket listen;
-    NCCLCHECK(listen.listen(ifAddr));
-    h.magic = randomU64();
-    h.addr = listen.addr();
-    NCCLCHECK(startRoot(std::move(listen), h.magic));
+    return bootstrapCreateUniqueId(id);
   }
   h.tag = kBootstrapTag;
   h.check = handleCheck(h);
   memset(id, 0, sizeof(*id));
   memcpy(id, &h, sizeof(h));
   return ncclSuccess;
+}
+
+ncclResult_t bootstrapCreateUniqueId(ncclUniqueId* id) {
+  BootstrapHandle h{};
+  SocketAddress ifAddr;
+  std::string ifName;
+  NCCLCHECK(findInterface(&ifAddr, &ifName));
+  Socket listen;
+  NCCLCHECK(listen.listen(ifAddr));
+  h.magic = randomU64();
+  h.addr = listen.addr();
+  NCCLCHECK(startRoot(std::move(listen), h.magic));
+  h.tag = kBootstrapTag;
+  h.check = handleCheck(h);
+  memset(id, 0, sizeof(*id));
+  memcpy(id, &h, sizeof(h));
+  return ncclSuccess;
+}
+
+RootBlock rootBlock(int nranks, int nIds, int i) {
+  const int base = nranks / nIds, extra = nranks % nIds;
+  return RootBlock{i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
 ncclResult_t bootstrapCreateRoot(const ncclUniqueId& id, bool idFromEnv) {
@@ -358,14 +453,32 @@ ncclResult_t bootstrapCreateRoot(const ncclUniqueId& id, bool idFromEnv) {
 
 ncclResult_t Bootstrap::init(const ncclUniqueId& id, int rank, int nranks, volatile uint32_t* abortFlag,
                              std::unique_ptr<Bootstrap>* out) {
-  if (!handleValid(id))
-    return setError(nullptr, ncclInvalidArgument,
-                    "bootstrap: the ncclUniqueId is not valid: it was not produced by ncclGetUniqueId, or it was "
-                    "corrupted on its way to this rank. Pass every rank the bytes that one ncclGetUniqueId returned");
+  return init(&id, 1, rank, nranks, abortFlag, out);
+}
+
+ncclResult_t Bootstrap::init(const ncclUniqueId* ids, int nIds, int rank, int nranks, volatile uint32_t* abortFlag,
+                             std::unique_ptr<Bootstrap>* out) {
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return setError(nullptr, ncclInvalidArgument, "bootstrap: rank %d is out of range for nranks=%d", rank, nranks);
-  BootstrapHandle h = handleFromId(id);
-  std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, h.magic, abortFlag));
+  if (!ids || nIds < 1 || nIds > nranks)
+    return setError(nullptr, ncclInvalidArgument, "bootstrap: %d unique id(s) for %d ranks: give between 1 and nranks",
+                    ids ? nIds : 0, nranks);
+  for (int i = 0; i < nIds; i++)
+    if (!handleValid(ids[i]))
+      return setError(nullptr, ncclInvalidArgument,
+                      "bootstrap: the ncclUniqueId%s is not valid: it was not produced by ncclGetUniqueId, or it "
+                      "was corrupted on its way to this rank. Pass every rank the bytes that one ncclGetUniqueId "
+                      "returned",
+                      nIds > 1 ? (" #" + std::to_string(i)).c_str() : "");
+  // Root i serves a contiguous block of ranks; the first rank of each block also registers with the root
+  // of the previous block, whose last rank connects to it.
+  int myRoot = 0;
+  while (myRoot + 1 < nIds && rootBlock(nranks, nIds, myRoot + 1).first <= rank) myRoot++;
+  const RootBlock block = rootBlock(nranks, nIds, myRoot);
+  const bool stitch = nIds > 1 && rank == block.first;
+  const int prevRoot = (myRoot + nIds - 1) % nIds;
+  // Only the first id sets the magic the ranks' own connections use: ranks of every block must agree.
+  std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, handleFromId(ids[0]).magic, abortFlag));
   b->peerAddrs_.resize(nranks);
   b->sendSocks_.resize(nranks);
   b->recvSocks_.resize(nranks);
@@ -374,33 +487,49 @@ ncclResult_t Bootstrap::init(const ncclUniqueId& id, int rank, int nranks, volat
   std::string ifName;
   NCCLCHECK(findInterface(&ifAddr, &ifName));
   NCCLCHECK(b->listen_.listen(ifAddr));
+  // Every registration goes out before any reply is awaited: a root answers once its whole block (and the
+  // next block's first rank) has registered.
+  Socket own, prev;
+  NCCLCHECK(b->registerRoot(handleFromId(ids[myRoot]), block, false, &own));
+  if (stitch) NCCLCHECK(b->registerRoot(handleFromId(ids[prevRoot]), rootBlock(nranks, nIds, prevRoot), true, &prev));
   SocketAddress next;
-  NCCLCHECK(b->connectRoot(h, &next));
+  NCCLCHECK(b->rootReply(handleFromId(ids[myRoot]), own, &next));
+  if (stitch) NCCLCHECK(b->rootReply(handleFromId(ids[prevRoot]), prev, nullptr));
   // Ring: connecting completes in the listener's backlog, so every rank can connect before it accepts.
   NCCLCHECK(b->connectPeer(kTypeRing, (rank + 1) % nranks, next, &b->ringNext_));
   NCCLCHECK(b->acceptPeer(kTypeRing, (rank + nranks - 1) % nranks, Deadline::after(bootstrapTimeout()), &b->ringPrev_));
   b->peerAddrs_[rank] = b->listen_.addr();
   NCCLCHECK(b->allGather(b->peerAddrs_.data(), sizeof(SocketAddress)));
-  INFO(NCCL_BOOTSTRAP | NCCL_INIT, "bootstrap: rank %d/%d up on %s (%s)", rank, nranks,
-       toString(b->listen_.addr()).c_str(), ifName.c_str());
+  INFO(NCCL_BOOTSTRAP | NCCL_INIT, "bootstrap: rank %d/%d up on %s (%s)%s", rank, nranks,
+       toString(b->listen_.addr()).c_str(), ifName.c_str(),
+       nIds > 1 ? (", root " + std::to_string(myRoot) + " of " + std::to_string(nIds)).c_str() : "");
   *out = std::move(b);
   return ncclSuccess;
 }
 
-ncclResult_t Bootstrap::connectRoot(const BootstrapHandle& h, SocketAddress* next) {
+namespace {
+std::string rootHint(const BootstrapHandle& h) {
+  return "Check that rank 0 is running and that " + toString(h.addr) + " is reachable from this host (" +
+         (h.magic == NCCL_MAGIC ? "from NCCL_COMM_ID" : "from the unique id") +
+         "); set NCCL_SOCKET_IFNAME to the interface that routes to it, or raise NCCL_BOOTSTRAP_TIMEOUT";
+}
+}  // namespace
+
+ncclResult_t Bootstrap::registerRoot(const BootstrapHandle& h, const RootBlock& block, bool neighbor, Socket* root) {
   int timeout = bootstrapTimeout();
-  std::string where = toString(h.addr);
-  std::string hint = "Check that rank 0 is running and that " + where + " is reachable from this host (" +
-                     (h.magic == NCCL_MAGIC ? "from NCCL_COMM_ID" : "from the unique id") +
-                     "); set NCCL_SOCKET_IFNAME to the interface that routes to it, or raise NCCL_BOOTSTRAP_TIMEOUT";
-  Socket root;
-  NCCLCHECK(root.connect(h.addr, Deadline::after(timeout), abortFlag(), "the root", hint.c_str()));
+  std::string hint = rootHint(h);
+  NCCLCHECK(root->connect(h.addr, Deadline::after(timeout), abortFlag(), "the root", hint.c_str()));
   char msg[sizeof(Hello) + sizeof(RootInfo)];
-  Hello hello{magic_, kTypeRoot};
-  RootInfo info{rank_, nranks_, listen_.addr()};
+  Hello hello{h.magic, kTypeRoot};  // each root checks its own id's magic
+  RootInfo info{rank_, nranks_, block.first, block.count, neighbor ? 1 : 0, 0, listen_.addr()};
   memcpy(msg, &hello, sizeof(hello));
   memcpy(msg + sizeof(hello), &info, sizeof(info));
-  NCCLCHECK(root.sendAll(msg, sizeof(msg), Deadline::after(timeout), abortFlag(), "this rank's registration"));
+  NCCLCHECK(root->sendAll(msg, sizeof(msg), Deadline::after(timeout), abortFlag(), "this rank's registration"));
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::rootReply(const BootstrapHandle& h, Socket& root, SocketAddress* next) {
+  int timeout = bootstrapTimeout();
   // The root gives up on missing ranks `timeout` after the first arrived; wait a little longer to hear why.
   RootReply reply;
   NCCLCHECK(root.recvAll(&reply, sizeof(reply), Deadline::after(timeout + kHelloTimeout), abortFlag(),
@@ -410,9 +539,9 @@ ncclResult_t Bootstrap::connectRoot(const BootstrapHandle& h, SocketAddress* nex
     ncclResult_t res =
         reply.result > 0 && reply.result < ncclNumResults ? (ncclResult_t)reply.result : ncclInternalError;
     return setError(nullptr, res, "bootstrap: rank %d: the root at %s failed the communicator: %s", rank_,
-                    where.c_str(), reply.message);
+                    toString(h.addr).c_str(), reply.message);
   }
-  *next = reply.next;
+  if (next) *next = reply.next;
   return ncclSuccess;
 }
 

@@ -38,6 +38,16 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id);
 // Rank 0's root for an id built from NCCL_COMM_ID: listens on exactly the id's address. idFromEnv only words
 // errors (whether to blame NCCL_COMM_ID or the unique id).
 ncclResult_t bootstrapCreateRoot(const ncclUniqueId& id, bool idFromEnv);
+// A fresh id with a root of its own, whatever NCCL_COMM_ID says: for communicators made from another one
+// (ncclCommSplit, ncclCommShrink), whose ids travel over the parent's bootstrap.
+ncclResult_t bootstrapCreateUniqueId(ncclUniqueId* id);
+
+// ncclCommInitRankScalable: root i of nIds serves ranks [first, first + count); the first nranks % nIds
+// roots serve nranks / nIds + 1 ranks, the others nranks / nIds.
+struct RootBlock {
+  int first, count;
+};
+RootBlock rootBlock(int nranks, int nIds, int i);
 
 // One communicator's bootstrap network. One thread uses an object at a time (the communicator serialises);
 // abort() may come from any thread.
@@ -46,6 +56,11 @@ class Bootstrap {
   // Registers with the root, forms the ring and allgathers every rank's address. abortFlag (may be null) is the
   // communicator's: when set, blocked calls return within ~100 ms.
   static ncclResult_t init(const ncclUniqueId& id, int rank, int nranks, volatile uint32_t* abortFlag,
+                           std::unique_ptr<Bootstrap>* out);
+  // The same over nIds roots (ncclCommInitRankScalable): each rank registers with the root of its block
+  // (rootBlock), and the first rank of a block also with the previous block's root, so that no root sees
+  // every rank. ids[0]'s magic is the communicator's.
+  static ncclResult_t init(const ncclUniqueId* ids, int nIds, int rank, int nranks, volatile uint32_t* abortFlag,
                            std::unique_ptr<Bootstrap>* out);
   ~Bootstrap() = default;
   Bootstrap(const Bootstrap&) = delete;
@@ -67,7 +82,9 @@ class Bootstrap {
   Bootstrap(int rank, int nranks, uint64_t magic, volatile uint32_t* abortFlag)
       : rank_(rank), nranks_(nranks), magic_(magic), external_(abortFlag) {}
   AbortFlag abortFlag() { return AbortFlag(external_, &aborted_); }
-  ncclResult_t connectRoot(const BootstrapHandle& handle, SocketAddress* next);
+  // Registration with a root, then its answer (the next rank's address, or why the communicator failed).
+  ncclResult_t registerRoot(const BootstrapHandle& handle, const RootBlock& block, bool neighbor, Socket* root);
+  ncclResult_t rootReply(const BootstrapHandle& handle, Socket& root, SocketAddress* next);
   // Accepts on listen_ until a connection of `type` from `peer` arrives. P2P connections from other ranks are
   // kept for later; anything else (wrong magic, garbage, silence) is dropped.
   ncclResult_t acceptPeer(int type, int peer, const Deadline& deadline, Socket* out);

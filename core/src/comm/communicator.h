@@ -23,6 +23,7 @@
 namespace plexus {
 class HostExecutor;
 struct Task;
+struct CommRegistry;  // comm/memory.cc
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -81,6 +82,11 @@ struct ncclComm {
   std::mutex userOpsMutex;
   std::vector<plexus::UserRedOp> userOps;
 
+  // ncclCommRevoke: new operations are refused; the communicator can still be split, shrunk, destroyed.
+  std::atomic<bool> revoked{false};
+  // ncclCommRegister / ncclCommWindowRegister records (comm/memory.cc), made on first use.
+  std::shared_ptr<plexus::CommRegistry> registry;
+
   ncclComm();
   ~ncclComm();
 };
@@ -97,5 +103,17 @@ bool commIsLive(const ncclComm* comm);
 
 // Tears down what init built (channels, connections, executor, plugins' contexts, bootstrap).
 void commFree(ncclComm* comm);
+
+// Shared by every way of making a communicator (init.cc; split.cc for ncclCommSplit, ncclCommShrink and
+// ncclCommInitRankScalable).
+// Validates config as ncclCommInitRankConfig does; leaves *blocking and *name alone for undefined fields.
+ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* blocking, std::string* name);
+// Creates a communicator of nranks over the roots of ids[0..nIds) (one for ncclCommInitRank), blocking
+// or not, deferred inside a group.
+ncclResult_t commInitRankIds(ncclComm_t* out, int nranks, int rank, const ncclUniqueId* ids, int nIds,
+                             const ncclConfig_t* config, const char* api);
+// Runs init on comm (rank, nRanks, device, blocking already set) and sets its state: Ready, or Failed
+// with asyncError.
+void commRunInit(ncclComm* comm, std::vector<ncclUniqueId> ids);
 
 }  // namespace plexus

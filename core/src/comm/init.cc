@@ -94,10 +94,11 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
   return ncclSuccess;
 }
 
-ncclResult_t commInitImpl(ncclComm* comm, const ncclUniqueId& id) {
+ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   debugSetThreadRank(comm->rank);
-  NCCLCHECK(Bootstrap::init(id, comm->rank, comm->nRanks, &comm->abortFlag, &comm->bootstrap));
-  comm->commHash = hashBytes(&id, sizeof(id));
+  NCCLCHECK(Bootstrap::init(ids.data(), (int)ids.size(), comm->rank, comm->nRanks, &comm->abortFlag,
+                            &comm->bootstrap));
+  comm->commHash = hashBytes(&ids[0], sizeof(ids[0]));
   comm->peerInfo.assign(comm->nRanks, plexusPeerInfo_v1_t{});
   comm->peerInfo[comm->rank] = localPeerInfo(comm->rank, comm->device, comm->backend);
   NCCLCHECK(comm->bootstrap->allGather(comm->peerInfo.data(), sizeof(plexusPeerInfo_v1_t)));
@@ -142,8 +143,10 @@ ncclResult_t commInitImpl(ncclComm* comm, const ncclUniqueId& id) {
   return ncclSuccess;
 }
 
-void runInit(ncclComm* comm, ncclUniqueId id) {
-  ncclResult_t r = commInitImpl(comm, id);
+}  // namespace
+
+void commRunInit(ncclComm* comm, std::vector<ncclUniqueId> ids) {
+  ncclResult_t r = commInitImpl(comm, ids);
   if (r == ncclSuccess) {
     comm->state = ncclComm::State::Ready;
   } else {
@@ -151,8 +154,6 @@ void runInit(ncclComm* comm, ncclUniqueId id) {
     comm->state = ncclComm::State::Failed;
   }
 }
-
-}  // namespace
 
 namespace {
 std::mutex liveMutex;
@@ -200,49 +201,56 @@ void commFree(ncclComm* comm) {
   comm->bootstrap.reset();
 }
 
-ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
-  if (!out) return setError(nullptr, ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
-  *out = nullptr;
-  if (nranks < 1) return setError(nullptr, ncclInvalidArgument, "ncclCommInitRank: nranks %d must be at least 1", nranks);
-  if (rank < 0 || rank >= nranks)
-    return setError(nullptr, ncclInvalidArgument, "ncclCommInitRank: rank %d is out of range [0, %d)", rank, nranks);
-  if (!handleValid(id))
+ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* blocking, std::string* name) {
+  if (!config) return ncclSuccess;
+  if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, splitShare))
     return setError(nullptr, ncclInvalidArgument,
-                    "ncclCommInitRank: the unique id was not made by ncclGetUniqueId (bad magic or checksum); pass "
-                    "the id rank 0 got from ncclGetUniqueId, unchanged, to every rank");
+                    "%s: config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", api,
+                    config->magic, config->size);
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1)
+      return setError(nullptr, ncclInvalidArgument, "%s: config.blocking=%d must be 0 or 1", api, config->blocking);
+    *blocking = config->blocking;
+  }
+  if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char*) && config->commName) *name = config->commName;
+  return ncclSuccess;
+}
+
+ncclResult_t commInitRankIds(ncclComm_t* out, int nranks, int rank, const ncclUniqueId* ids, int nIds,
+                             const ncclConfig_t* config, const char* api) {
+  if (!out) return setError(nullptr, ncclInvalidArgument, "%s: comm is NULL", api);
+  *out = nullptr;
+  if (nranks < 1) return setError(nullptr, ncclInvalidArgument, "%s: nranks %d must be at least 1", api, nranks);
+  if (rank < 0 || rank >= nranks)
+    return setError(nullptr, ncclInvalidArgument, "%s: rank %d is out of range [0, %d)", api, rank, nranks);
+  for (int i = 0; i < nIds; i++)
+    if (!handleValid(ids[i]))
+      return setError(nullptr, ncclInvalidArgument,
+                      "%s: the unique id%s was not made by ncclGetUniqueId (bad magic or checksum); pass the id "
+                      "rank 0 got from ncclGetUniqueId, unchanged, to every rank",
+                      api, nIds > 1 ? (" commIds[" + std::to_string(i) + "]").c_str() : "");
   int blocking = 1;
   std::string name;
-  if (config) {
-    if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, splitShare))
-      return setError(nullptr, ncclInvalidArgument,
-                      "ncclCommInitRankConfig: config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x, "
-                      "size %zu)", config->magic, config->size);
-    if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
-      if (config->blocking != 0 && config->blocking != 1)
-        return setError(nullptr, ncclInvalidArgument, "ncclCommInitRankConfig: config.blocking=%d must be 0 or 1",
-                        config->blocking);
-      blocking = config->blocking;
-    }
-    if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char*) && config->commName)
-      name = config->commName;
-  }
+  NCCLCHECK(parseCommConfig(config, strcmp(api, "ncclCommInitRank") == 0 ? "ncclCommInitRankConfig" : api, &blocking,
+                            &name));
   auto* comm = new ncclComm();
   comm->rank = rank;
   comm->nRanks = nranks;
   comm->device = currentDevice;
   comm->blocking = blocking;
   comm->commName = name;
-  if (envGet("COMM_ID") && rank == 0) {
+  if (envGet("COMM_ID") && rank == 0 && nIds == 1) {
     // With NCCL_COMM_ID every rank computed the same id; rank 0 serves it.
-    ncclResult_t r = bootstrapCreateRoot(id, true);
+    ncclResult_t r = bootstrapCreateRoot(ids[0], true);
     if (r != ncclSuccess) {
       delete comm;
       return r;
     }
   }
+  std::vector<ncclUniqueId> idList(ids, ids + nIds);
   commRegister(comm, true);
   if (!blocking || groupDepth() > 0) {
-    comm->initThread = std::thread(runInit, comm, id);
+    comm->initThread = std::thread(commRunInit, comm, std::move(idList));
     *out = comm;
     if (groupDepth() > 0) {
       groupAddInit(comm);
@@ -250,7 +258,7 @@ ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, i
     }
     return ncclInProgress;
   }
-  runInit(comm, id);
+  commRunInit(comm, std::move(idList));
   if (comm->state != ncclComm::State::Ready) {
     ncclResult_t r = comm->asyncError.load();
     commRegister(comm, false);
@@ -260,6 +268,10 @@ ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, i
   }
   *out = comm;
   return ncclSuccess;
+}
+
+ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+  return commInitRankIds(out, nranks, rank, &id, 1, config, "ncclCommInitRank");
 }
 
 ncclResult_t setDevice(int device) {

@@ -1,5 +1,8 @@
 #include "group.h"
 
+#include <algorithm>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -13,9 +16,45 @@ thread_local int depth = 0;
 thread_local std::vector<ncclComm*> groupComms;
 thread_local ncclResult_t groupError = ncclSuccess;
 thread_local std::vector<ncclComm*> groupInits;
+struct Job {
+  std::thread thread;
+  std::shared_ptr<ncclResult_t> result;
+};
+thread_local std::vector<Job> groupJobs;
+
+// What a task would take, from the algorithms' cost models as the planner consults them (the best
+// allowed algorithm and protocol); operations no algorithm costs (point-to-point) get a plain
+// latency-bandwidth estimate of a host copy.
+float estimateTask(ncclComm* comm, const Task& t) {
+  const size_t bytes = collectiveBytes(t.func, t.count, t.datatype, comm->nRanks);
+  const PlannerConfig& cfg = comm->planner;
+  const int nChannels =
+      (int)std::clamp<size_t>(bytes / std::max<size_t>(cfg.minChannelBytes, 1), 1, (size_t)comm->channels.count);
+  float best = -1;
+  for (int a = 0; a < (int)comm->algos.size(); a++) {
+    const plexusAlgo_v1_t* api = comm->algos[a].plugin->api;
+    if ((a < (int)cfg.algoAllowed.size() && !cfg.algoAllowed[a]) || !(api->funcMask & (1u << t.func))) continue;
+    for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
+      if (!(cfg.protoMask & api->protoMask & (1u << p))) continue;
+      float us = -1;
+      if (api->cost(comm->algos[a].ctx, t.func, p, bytes, nChannels, &us) != ncclSuccess || us < 0) continue;
+      if (best < 0 || us < best) best = us;
+    }
+  }
+  if (best >= 0) return best;
+  return 2.0f + (float)bytes / 6e3f;  // 2 us, 6 GB/s
+}
+
+ncclResult_t groupEndImpl(float* simulatedUs);
 }  // namespace
 
 void groupAddInit(ncclComm* comm) { groupInits.push_back(comm); }
+
+void groupAddJob(std::function<ncclResult_t()> job) {
+  auto result = std::make_shared<ncclResult_t>(ncclInProgress);
+  std::thread t([job = std::move(job), result] { *result = job(); });
+  groupJobs.push_back(Job{std::move(t), result});
+}
 
 int groupDepth() { return depth; }
 
@@ -28,11 +67,24 @@ ncclResult_t groupStart() {
   return ncclSuccess;
 }
 
-ncclResult_t groupEnd() {
+ncclResult_t groupEnd() { return groupEndImpl(nullptr); }
+
+ncclResult_t groupSimulateEnd(float* estimatedUs) { return groupEndImpl(estimatedUs); }
+
+namespace {
+ncclResult_t groupEndImpl(float* simulatedUs) {
   if (depth == 0)
-    return setError(nullptr, ncclInvalidUsage, "ncclGroupEnd: no matching ncclGroupStart on this thread");
+    return setError(nullptr, ncclInvalidUsage, "%s: no matching ncclGroupStart on this thread",
+                    simulatedUs ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
   if (--depth > 0) return ncclSuccess;
-  ncclResult_t result = groupError;
+  ncclResult_t result = ncclSuccess;
+  // Background jobs first (they may still use a parent's bootstrap), then the communicators' inits.
+  std::vector<Job> jobs;
+  jobs.swap(groupJobs);
+  for (Job& j : jobs) {
+    j.thread.join();
+    if (*j.result != ncclSuccess && result == ncclSuccess) result = *j.result;
+  }
   std::vector<ncclComm*> inits;
   inits.swap(groupInits);
   for (ncclComm* comm : inits) {
@@ -40,22 +92,39 @@ ncclResult_t groupEnd() {
     comm->initThread.join();
     if (comm->state != ncclComm::State::Ready && result == ncclSuccess) result = comm->asyncError.load();
   }
+  if (groupError != ncclSuccess) result = groupError;
   std::vector<ncclComm*> comms;
   comms.swap(groupComms);
   groupError = ncclSuccess;
+  float slowest = 0;
   for (ncclComm* comm : comms) {
     comm->inGroup = false;
     if (result != ncclSuccess) {
       comm->tasks.clear();  // an operation of the group was refused: launch none of it
       continue;
     }
+    if (simulatedUs) {
+      float total = 0;
+      for (const Task& t : comm->tasks) total += estimateTask(comm, t);
+      comm->tasks.clear();
+      slowest = std::max(slowest, total);
+      continue;
+    }
     ncclResult_t r = planAndLaunch(comm);
     if (r != ncclSuccess) result = r;
   }
+  if (simulatedUs && result == ncclSuccess) *simulatedUs = slowest;
   return result;
 }
+}  // namespace
 
 ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
+  if (comm->revoked.load()) {
+    groupRecordError(ncclInvalidUsage);
+    return setError(comm, ncclInvalidUsage,
+                    "nccl%s: the communicator was revoked (ncclCommRevoke); it refuses new operations and can only be "
+                    "split, shrunk (ncclCommShrink) or destroyed", funcName(task.func));
+  }
   comm->tasks.push_back(task);
   if (!comm->inGroup) {
     comm->inGroup = true;

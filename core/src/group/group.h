@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 struct ncclComm;
 
@@ -40,6 +41,16 @@ void groupRecordError(ncclResult_t error);
 // outermost ncclGroupEnd waits for it (unless it is nonblocking), as NCCL lets one thread create
 // several communicators between ncclGroupStart and ncclGroupEnd.
 void groupAddInit(ncclComm* comm);
+
+// Work of a collective management call made inside a group that has no communicator of its own to
+// carry it (ncclCommSplit with NCCL_SPLIT_NOCOLOR still takes part in the parent's exchange): it runs
+// on a thread of its own at once, and the outermost ncclGroupEnd waits for it and returns its error.
+void groupAddJob(std::function<ncclResult_t()> job);
+
+// ncclGroupSimulateEnd: ends the group as ncclGroupEnd does (communicators created in it are waited
+// for), but launches nothing: the collected operations are costed with the algorithms' models and
+// dropped. *estimatedUs: the slowest communicator's sum, in microseconds.
+ncclResult_t groupSimulateEnd(float* estimatedUs);
 
 // Adds a validated task to comm; plans and launches at once when no group is open.
 ncclResult_t enqueueTask(ncclComm* comm, const Task& task);

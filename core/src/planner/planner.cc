@@ -192,7 +192,7 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
     auto proto = envGet("PROTO");
     return setError(comm, ncclInvalidUsage,
                     "no loaded algorithm can run %s with NCCL_ALGO=%s NCCL_PROTO=%s (loaded algorithms serve "
-                    "AllReduce over Simple so far); unset or widen NCCL_ALGO/NCCL_PROTO",
+                    "the Simple protocol so far); unset or widen NCCL_ALGO/NCCL_PROTO",
                     funcName(task.func), algo ? algo->c_str() : "(unset)", proto ? proto->c_str() : "(unset)");
   }
   // Two steps per chunk: a rank can fill one step while its peer drains the previous one.

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <new>
 
-#include "ring_allreduce.h"
+#include "ring_collectives.h"
 
 namespace {
 
@@ -56,19 +56,44 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
   return ncclSuccess;
 }
 
-// Ring AllReduce moves 2(n-1)/n of the buffer through each link in 2(n-1) steps. Host shared memory:
-// ~1.5 us per step, ~6 GB/s per channel; the network adds latency per inter-node hop.
+// Alpha-beta model: steps on the critical path times the per-step latency, plus the bytes the
+// busiest link carries over the channels' bandwidth. nBytes is NCCL's size for the func: the whole
+// buffer for AllReduce, Broadcast and Reduce, nranks blocks for AllGather and ReduceScatter.
+//   AllReduce              2(n-1) steps, 2(n-1)/n * nBytes per link (reduce-scatter + all-gather)
+//   AllGather/ReduceScatter  n-1 steps,   (n-1)/n * nBytes per link
+//   Broadcast/Reduce         n-1 steps (pipeline fill), nBytes per link (every link on the chain)
+// Host shared memory: ~1.5 us per step, ~6 GB/s per channel; the network adds latency per
+// inter-node hop. One rank: a local copy.
 ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const int n = c->topo.nRanks;
-  if (func != ncclFuncAllReduce || proto != PLEXUS_PROTO_SIMPLE) {
-    *timeUs = -1.0f;
-    return ncclSuccess;
+  *timeUs = -1.0f;
+  if (proto != PLEXUS_PROTO_SIMPLE) return ncclSuccess;
+  float steps, bytesPerLink;
+  const float bytes = (float)nBytes;
+  switch (func) {
+    case ncclFuncAllReduce:
+      steps = 2.0f * (n - 1);
+      bytesPerLink = 2.0f * (n - 1) / n * bytes;
+      break;
+    case ncclFuncAllGather:
+    case ncclFuncReduceScatter:
+      steps = (float)(n - 1);
+      bytesPerLink = (float)(n - 1) / n * bytes;
+      break;
+    case ncclFuncBroadcast:
+    case ncclFuncReduce:
+      steps = (float)(n - 1);
+      bytesPerLink = bytes;
+      break;
+    default: return ncclSuccess;
+  }
+  if (n <= 1) {
+    steps = 0.0f;
+    bytesPerLink = bytes;
   }
   const float stepLat = c->topo.nNodes > 1 ? 8.0f : 1.5f;
   const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (nChannels > 0 ? nChannels : 1);
-  const float steps = n > 1 ? 2.0f * (n - 1) : 0.0f;
-  const float bytesPerLink = n > 1 ? 2.0f * (n - 1) / n * (float)nBytes : (float)nBytes;
   *timeUs = steps * stepLat + bytesPerLink / (bwGBs * 1e3f);
   return ncclSuccess;
 }
@@ -106,7 +131,8 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAl
     PLEXUS_ALGO_ABI_VERSION,
     sizeof(plexusAlgo_v1_t),
     "ring",
-    1u << ncclFuncAllReduce,
+    (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
+        (1u << ncclFuncReduceScatter),
     1u << PLEXUS_PROTO_SIMPLE,
     ringInit,
     ringBuildGraph,

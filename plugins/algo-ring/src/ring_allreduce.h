@@ -5,35 +5,28 @@
  */
 #pragma once
 
-#include <plexus/device/primitives.h>
-#include <plexus/device/work.h>
+#include "ring_common.h"
 
 namespace plexus::ring {
-
-using namespace plexus::dev;
 
 template <typename T, typename F>
 PLEXUS_HD void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, const plexusDevWork_v1_t* w,
                             int tid, int nthreads) {
   const int nranks = comm->nRanks;
-  const size_t align = 64 / sizeof(T) ? 64 / sizeof(T) : 1;
+  const size_t align = lineElems<T>();
   size_t chOff, chCount;
-  channelPart(w, ch->id, w->count, align, &chOff, &chCount);
+  ringChannelPart<T>(w, ch, w->count, &chOff, &chCount);
   if (chCount == 0) return;
 
   if (nranks == 1) {
     /* Still apply the operator's pre/post ops (Avg, PreMulSum) as the collective would. */
-    F f(workRedOpArg<T>(w));
-    const T* src = (const T*)w->sendbuff + chOff;
-    T* dst = (T*)w->recvbuff + chOff;
-    reduceCopy<T, F>(tid, nthreads, f, &src, 1, true, &dst, 1, true, chCount);
+    localCopy<T, F>(w, tid, nthreads, (const T*)w->sendbuff + chOff, (T*)w->recvbuff + chOff, chCount, true);
     return;
   }
 
   const int ringIx = ch->ring.index;
-  Primitives<T, F> prims(comm, ch, tid, nthreads, &ch->ring.prev, 1, &ch->ring.next, 1, w->sendbuff, w->recvbuff,
-                         workRedOpArg<T>(w));
-  const size_t chunk = w->chunkCount ? w->chunkCount : chCount;
+  RingPrims<T, F> prims(comm, ch, tid, nthreads, w->sendbuff, w->recvbuff, workRedOpArg<T>(w));
+  const size_t chunk = ringChunk(w, chCount);
   const size_t loopSize = (size_t)nranks * chunk;
 
   for (size_t base = 0; base < chCount && prims.ok(); base += loopSize) {
@@ -63,21 +56,5 @@ PLEXUS_HD void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
     prims.recv(off, n);
   }
 }
-
-/* Runs one work item for whatever (datatype, redop) it carries. */
-struct Runner {
-  const plexusDevComm_v1_t* comm;
-  plexusDevChannel_v1_t* ch;
-  const plexusDevWork_v1_t* work;
-  int tid, nthreads;
-  bool known;
-  template <typename T, typename F>
-  PLEXUS_HD void operator()() {
-    switch (work->func) {
-      case ncclFuncAllReduce: runAllReduce<T, F>(comm, ch, work, tid, nthreads); break;
-      default: known = false; break;
-    }
-  }
-};
 
 }  // namespace plexus::ring

@@ -1,8 +1,10 @@
-// algo-ring's CUDA kernels: the very step loops the host backend runs, compiled for the GPU, one
-// kernel per (datatype, operator) so that each stays small.
+// algo-ring's CUDA kernels: the very step loops the host backend runs, compiled for the GPU. AllReduce
+// has one kernel per (datatype, operator) so that each stays small; the other collectives' kernels
+// are in ring_coll_kernels.cu (a second translation unit, so that the two compile in parallel).
 #include <plexus/algo_v1.h>
 
 #include "ring_allreduce.h"
+#include "ring_kernels.h"
 
 namespace {
 
@@ -23,9 +25,14 @@ struct PickKernel {
 }  // namespace
 
 extern "C" ncclResult_t plexusRingGetCudaKernel(const plexusDevWork_v1_t* work, const void** kernel) {
+  if (work->func != ncclFuncAllReduce) {
+    const void* k = plexus::ring::collCudaKernel(work);
+    if (!k) return ncclInvalidArgument;
+    *kernel = k;
+    return ncclSuccess;
+  }
   PickKernel pick{nullptr};
-  if (work->func != ncclFuncAllReduce || !plexus::dev::dispatchTypeOp(work->datatype, work->redop, pick))
-    return ncclInvalidArgument;
+  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, pick)) return ncclInvalidArgument;
   *kernel = pick.kernel;
   return ncclSuccess;
 }

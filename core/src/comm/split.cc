@@ -1,0 +1,362 @@
+// Communicators made from others and their lifecycle beyond init: ncclCommSplit, ncclCommShrink,
+// ncclCommRevoke, ncclCommInitRankScalable (several bootstrap roots), and ncclGroupSimulateEnd.
+//
+// A child communicator gets a bootstrap of its own: after an exchange over the parent's bootstrap that
+// decides who is in it and in which order, its lowest parent rank creates a fresh unique id (with a
+// root thread) and sends it to the other members over the parent's point-to-point messages, and every
+// member then runs the ordinary init with its new rank. Only the members of a child take part in its
+// id's exchange, so a shrink works when an excluded rank is gone for good.
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "comm/communicator.h"
+#include "executor/host_executor.h"
+#include "group/group.h"
+#include "misc/check.h"
+#include "misc/rand.h"
+
+using namespace plexus;
+
+#define NCCL_API(ret, func, ...)                                                                            \
+  extern "C" __attribute__((visibility("default"))) __attribute__((alias(#func))) ret p##func(__VA_ARGS__); \
+  extern "C" __attribute__((visibility("default"))) __attribute__((weak)) ret func(__VA_ARGS__)
+
+namespace {
+
+// Parent bootstrap tags of the child's id (the transports use 0x10000 + channel and 0xfffe).
+constexpr int kTagSplitId = 0x7e5c0001;
+constexpr int kTagShrinkId = 0x7e5c0002;
+
+// What a child's leader sends each member: its id, or why there is none.
+struct ChildId {
+  int32_t result;
+  int32_t nranks;
+  uint64_t membership;  // a hash of who is in the child, so that members that disagree fail with a message
+  ncclUniqueId id;
+};
+
+// The leader (lowest parent rank of the child) creates the id and sends it to the other members; the
+// others receive it. members: parent ranks, any order.
+ncclResult_t shareChildId(ncclComm* parent, const char* api, int tag, const std::vector<int>& members,
+                          uint64_t membership, ncclUniqueId* id) {
+  const int leader = *std::min_element(members.begin(), members.end());
+  ChildId msg{};
+  if (parent->rank == leader) {
+    ncclResult_t r = bootstrapCreateUniqueId(&msg.id);
+    msg.result = r;
+    msg.nranks = (int32_t)members.size();
+    msg.membership = membership;
+    for (int m : members)
+      if (m != leader) NCCLCHECK(parent->bootstrap->send(m, tag, &msg, sizeof(msg)));
+    if (r != ncclSuccess) return r;
+  } else {
+    NCCLCHECK(parent->bootstrap->recv(leader, tag, &msg, sizeof(msg)));
+    if (msg.result != ncclSuccess)
+      return setError(parent, (ncclResult_t)msg.result,
+                      "%s: parent rank %d could not create the new communicator's unique id (%s)", api, leader,
+                      ncclGetErrorString((ncclResult_t)msg.result));
+    if (msg.nranks != (int32_t)members.size() || msg.membership != membership)
+      return setError(parent, ncclInvalidUsage,
+                      "%s: parent rank %d (the new communicator's first member) counts %d ranks in it, parent rank "
+                      "%d counts %zu or other members: every rank must pass the same arguments", api, leader,
+                      msg.nranks, parent->rank, members.size());
+  }
+  *id = msg.id;
+  return ncclSuccess;
+}
+
+uint64_t membershipHash(const std::vector<int>& ordered) {
+  return hashBytes(ordered.data(), ordered.size() * sizeof(int), 0x5b1e7u);
+}
+
+// ncclCommSplit's exchange: every parent rank takes part. *childRanks = 0 for NCCL_SPLIT_NOCOLOR.
+ncclResult_t splitExchange(ncclComm* parent, int color, int key, int* childRank, int* childRanks, ncclUniqueId* id) {
+  debugSetThreadRank(parent->rank);
+  parent->executor->waitIdle();  // no operation of the parent may be in flight
+  struct ColorKey {
+    int32_t color, key;
+  };
+  std::vector<ColorKey> all(parent->nRanks);
+  all[parent->rank] = ColorKey{color, key};
+  NCCLCHECK(parent->bootstrap->allGather(all.data(), sizeof(ColorKey)));
+  *childRanks = 0;
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  std::vector<int> members;
+  for (int r = 0; r < parent->nRanks; r++)
+    if (all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
+  *childRank = (int)(std::find(members.begin(), members.end(), parent->rank) - members.begin());
+  *childRanks = (int)members.size();
+  NCCLCHECK(shareChildId(parent, "ncclCommSplit", kTagSplitId, members, membershipHash(members), id));
+  INFO(NCCL_INIT, "ncclCommSplit: parent %p rank %d -> color %d key %d: rank %d of %d", (void*)parent, parent->rank,
+       color, key, *childRank, *childRanks);
+  return ncclSuccess;
+}
+
+// ncclCommShrink's exchange: only the survivors take part.
+ncclResult_t shrinkExchange(ncclComm* parent, const std::vector<int>& survivors, int* childRank, int* childRanks,
+                            ncclUniqueId* id) {
+  debugSetThreadRank(parent->rank);
+  *childRank = (int)(std::find(survivors.begin(), survivors.end(), parent->rank) - survivors.begin());
+  *childRanks = (int)survivors.size();
+  NCCLCHECK(shareChildId(parent, "ncclCommShrink", kTagShrinkId, survivors, membershipHash(survivors), id));
+  INFO(NCCL_INIT, "ncclCommShrink: parent %p rank %d -> rank %d of %d", (void*)parent, parent->rank, *childRank,
+       *childRanks);
+  return ncclSuccess;
+}
+
+using Exchange = std::function<ncclResult_t(int* rank, int* nranks, ncclUniqueId* id)>;
+
+// Refuses a call; inside a group the group's ncclGroupEnd fails as well, as with NCCL.
+ncclResult_t refuse(ncclResult_t r) {
+  groupRecordError(r);
+  return r;
+}
+
+// The child's config: the parent's (blocking, name) without one, else the given one as init reads it.
+ncclResult_t childConfig(ncclComm* parent, const ncclConfig_t* config, const char* api, int* blocking,
+                         std::string* name) {
+  if (!config) {
+    *blocking = parent->blocking;
+    *name = parent->commName;
+    return ncclSuccess;
+  }
+  *blocking = 1;
+  name->clear();
+  return parseCommConfig(config, api, blocking, name);
+}
+
+// Learns the child's rank, size and id through the exchange; false (and the child Failed) if it failed.
+bool childExchange(ncclComm* child, const Exchange& exchange, ncclUniqueId* id, ncclResult_t* result) {
+  int rank = -1, nranks = 0;
+  *result = exchange(&rank, &nranks, id);
+  if (*result != ncclSuccess) {
+    child->asyncError = *result;
+    child->state = ncclComm::State::Failed;
+    return false;
+  }
+  child->rank = rank;
+  child->nRanks = nranks;
+  return true;
+}
+
+// Creates the child and runs exchange + init: at once when blocking outside a group; else on the child's
+// init thread, which a group's ncclGroupEnd waits for when the child is blocking (as for
+// ncclCommInitRank). A nonblocking child in a group has its exchange finished by ncclGroupEnd (the group
+// may also hold operations of the parent, which use the parent's bootstrap) and its init in the background.
+ncclResult_t makeChild(ncclComm* parent, int blocking, const std::string& name, ncclComm_t* newcomm,
+                       Exchange exchange) {
+  auto* child = new ncclComm();
+  child->device = parent->device;
+  child->backend = parent->backend;
+  child->blocking = blocking;
+  child->commName = name;
+  commRegister(child, true);
+  *newcomm = child;
+  if (!blocking && groupDepth() > 0) {
+    groupAddJob([child, exchange = std::move(exchange)] {
+      ncclUniqueId id;
+      ncclResult_t r;
+      if (!childExchange(child, exchange, &id, &r)) return r;
+      child->initThread = std::thread(commRunInit, child, std::vector<ncclUniqueId>{id});
+      return ncclSuccess;
+    });
+    return ncclInProgress;
+  }
+  auto run = [child, exchange = std::move(exchange)] {
+    ncclUniqueId id;
+    ncclResult_t r;
+    if (childExchange(child, exchange, &id, &r)) commRunInit(child, {id});
+  };
+  if (!blocking || groupDepth() > 0) {
+    child->initThread = std::thread(std::move(run));
+    if (groupDepth() > 0) {
+      groupAddInit(child);
+      return ncclSuccess;  // blocking: ncclGroupEnd waits for it
+    }
+    return ncclInProgress;
+  }
+  run();
+  if (child->state != ncclComm::State::Ready) {
+    *newcomm = nullptr;
+    ncclResult_t r = child->asyncError.load();
+    commRegister(child, false);
+    commFree(child);
+    delete child;
+    return r;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+// Collective over the parent. Ranks of one color form a communicator, ordered by key and then by parent
+// rank; NCCL_SPLIT_NOCOLOR gets NULL but takes part. Any other value is a color, negative ones included
+// (NCCL itself treats only NCCL_SPLIT_NOCOLOR specially). A NULL config inherits the parent's.
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (newcomm) *newcomm = nullptr;
+  ncclResult_t r = checkComm(comm, "ncclCommSplit");
+  if (r != ncclSuccess) return refuse(r);
+  if (!newcomm) return refuse(setError(comm, ncclInvalidArgument, "ncclCommSplit: newcomm is NULL"));
+  *newcomm = nullptr;
+  int blocking;
+  std::string name;
+  r = childConfig(comm, config, "ncclCommSplit", &blocking, &name);
+  if (r != ncclSuccess) return refuse(r);
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    auto job = [comm, key] {
+      int rank, nranks;
+      ncclUniqueId id;
+      return splitExchange(comm, NCCL_SPLIT_NOCOLOR, key, &rank, &nranks, &id);
+    };
+    if (groupDepth() > 0) {
+      groupAddJob(job);
+      return ncclSuccess;
+    }
+    return job();
+  }
+  return makeChild(comm, blocking, name, newcomm, [comm, color, key](int* rank, int* nranks, ncclUniqueId* id) {
+    return splitExchange(comm, color, key, rank, nranks, id);
+  });
+}
+
+// Only the ranks that stay call it, with the same list; they are renumbered in parent order.
+// NCCL_SHRINK_ABORT first stops what is in flight on the parent, which is then revoked (it refuses new
+// operations and is for destroying); NCCL_SHRINK_DEFAULT waits for the parent's operations to finish.
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags) {
+  if (newcomm) *newcomm = nullptr;
+  ncclResult_t r = checkComm(comm, "ncclCommShrink");
+  if (r != ncclSuccess) return refuse(r);
+  if (!newcomm) return refuse(setError(comm, ncclInvalidArgument, "ncclCommShrink: newcomm is NULL"));
+  *newcomm = nullptr;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return refuse(setError(comm, ncclInvalidArgument,
+                           "ncclCommShrink: shrinkFlags 0x%x: give NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT",
+                           shrinkFlags));
+  if (excludeRanksCount <= 0)
+    return refuse(setError(comm, ncclInvalidArgument,
+                           "ncclCommShrink: excludeRanksCount %d: exclude at least one rank (ncclCommSplit copies a "
+                           "communicator)", excludeRanksCount));
+  if (!excludeRanksList)
+    return refuse(setError(comm, ncclInvalidArgument, "ncclCommShrink: excludeRanksList is NULL with count %d",
+                           excludeRanksCount));
+  std::vector<bool> excluded(comm->nRanks, false);
+  for (int i = 0; i < excludeRanksCount; i++) {
+    int x = excludeRanksList[i];
+    if (x < 0 || x >= comm->nRanks)
+      return refuse(setError(comm, ncclInvalidArgument,
+                             "ncclCommShrink: excludeRanksList[%d]=%d is out of range [0, %d)", i, x, comm->nRanks));
+    if (excluded[x])
+      return refuse(setError(comm, ncclInvalidArgument, "ncclCommShrink: rank %d appears twice in excludeRanksList",
+                             x));
+    if (x == comm->rank)
+      return refuse(setError(comm, ncclInvalidArgument,
+                             "ncclCommShrink: rank %d excludes itself; an excluded rank must not call ncclCommShrink",
+                             x));
+    excluded[x] = true;
+  }
+  int blocking;
+  std::string name;
+  r = childConfig(comm, config, "ncclCommShrink", &blocking, &name);
+  if (r != ncclSuccess) return refuse(r);
+  std::vector<int> survivors;
+  for (int i = 0; i < comm->nRanks; i++)
+    if (!excluded[i]) survivors.push_back(i);
+
+  if (shrinkFlags == NCCL_SHRINK_ABORT) {
+    // Stop the parent's operations (waits give up), then reopen its bootstrap for the id exchange; its
+    // data path stays closed.
+    comm->revoked = true;
+    __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+    comm->executor->waitIdle();
+    __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);
+  }
+  return makeChild(comm, blocking, name, newcomm, [comm, survivors](int* rank, int* nranks, ncclUniqueId* id) {
+    comm->executor->waitIdle();
+    return shrinkExchange(comm, survivors, rank, nranks, id);
+  });
+}
+
+// Local to the rank: operations in flight give up (their waits return), new ones are refused with
+// ncclInvalidUsage; the communicator can still be split, shrunk and destroyed, and its state stays
+// ncclSuccess (the revocation is not an error of the communicator). Once only.
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags);
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  if (!comm) return ncclSuccess;  // as ncclCommDestroy(NULL)
+  NCCLCHECK(checkComm(comm, "ncclCommRevoke"));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return setError(comm, ncclInvalidArgument, "ncclCommRevoke: revokeFlags 0x%x: only NCCL_REVOKE_DEFAULT (0)",
+                    revokeFlags);
+  if (comm->revoked.exchange(true))
+    return setError(comm, ncclInvalidArgument, "ncclCommRevoke: the communicator is already revoked");
+  const ncclResult_t before = comm->asyncError.load();
+  __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+  comm->executor->waitIdle();
+  // Nothing runs any more and nothing new is accepted: the flag can come down again, so that the
+  // bootstrap serves ncclCommSplit / ncclCommShrink of the revoked communicator.
+  __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);
+  if (before == ncclSuccess) comm->asyncError = ncclSuccess;
+  INFO(NCCL_INIT, "ncclCommRevoke: comm %p rank %d revoked", (void*)comm, comm->rank);
+  return comm->blocking ? ncclSuccess : ncclInProgress;
+}
+
+// Ranks are spread over nId roots in contiguous blocks (Bootstrap::init); every rank passes the same ids
+// in the same order.
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+         ncclUniqueId* commIds, ncclConfig_t* config);
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config) {
+  const char* api = "ncclCommInitRankScalable";
+  if (!newcomm) return setError(nullptr, ncclInvalidArgument, "%s: newcomm is NULL", api);
+  *newcomm = nullptr;
+  if (nranks < 1) return setError(nullptr, ncclInvalidArgument, "%s: nranks %d must be at least 1", api, nranks);
+  if (myrank < 0 || myrank >= nranks)
+    return setError(nullptr, ncclInvalidArgument, "%s: myrank %d is out of range [0, %d)", api, myrank, nranks);
+  if (nId < 1 || nId > nranks)
+    return setError(nullptr, ncclInvalidArgument, "%s: nId %d must be in [1, nranks=%d]", api, nId, nranks);
+  if (!commIds) return setError(nullptr, ncclInvalidArgument, "%s: commIds is NULL", api);
+  for (int i = 0; i < nId; i++)
+    for (int j = 0; j < i; j++)
+      if (memcmp(&commIds[i], &commIds[j], sizeof(ncclUniqueId)) == 0)
+        return setError(nullptr, ncclInvalidArgument,
+                        "%s: commIds[%d] and commIds[%d] are the same id; each root needs an id of its own (one "
+                        "ncclGetUniqueId call per id; NCCL_COMM_ID gives every call the same one)", api, j, i);
+  return commInitRankIds(newcomm, nranks, myrank, commIds, nId, config, api);
+}
+
+// Ends the group as ncclGroupEnd does but launches nothing: simInfo->estimatedTime gets the cost
+// models' estimate (microseconds) of what the group collected, which is then dropped. A simInfo not
+// made with NCCL_SIM_INFO_INITIALIZER is ncclInvalidArgument and the group is dropped too.
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo);
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  if (groupDepth() == 0)
+    return setError(nullptr, ncclInvalidUsage, "ncclGroupSimulateEnd: no matching ncclGroupStart on this thread");
+  const char* bad = !simInfo                          ? "simInfo is NULL"
+                    : simInfo->magic != 0x74685283u   ? "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER"
+                    : simInfo->size < offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float)
+                        ? "simInfo->size is smaller than ncclSimInfo_t"
+                        : nullptr;
+  if (bad) {
+    groupRecordError(ncclInvalidArgument);
+    float ignored;
+    groupSimulateEnd(&ignored);
+    return setError(nullptr, ncclInvalidArgument, "ncclGroupSimulateEnd: %s; the group is dropped", bad);
+  }
+  const bool outermost = groupDepth() == 1;  // an inner end only closes its level
+  float us = 0;
+  ncclResult_t r = groupSimulateEnd(&us);
+  if (r == ncclSuccess && outermost) simInfo->estimatedTime = us;
+  return r;
+}
