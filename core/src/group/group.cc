@@ -25,26 +25,6 @@ thread_local std::vector<Job> groupJobs;
 // What a task would take, from the algorithms' cost models as the planner consults them (the best
 // allowed algorithm and protocol); operations no algorithm costs (point-to-point) get a plain
 // latency-bandwidth estimate of a host copy.
-float estimateTask(ncclComm* comm, const Task& t) {
-  const size_t bytes = collectiveBytes(t.func, t.count, t.datatype, comm->nRanks);
-  const PlannerConfig& cfg = comm->planner;
-  const int nChannels =
-      (int)std::clamp<size_t>(bytes / std::max<size_t>(cfg.minChannelBytes, 1), 1, (size_t)comm->channels.count);
-  float best = -1;
-  for (int a = 0; a < (int)comm->algos.size(); a++) {
-    const plexusAlgo_v1_t* api = comm->algos[a].plugin->api;
-    if ((a < (int)cfg.algoAllowed.size() && !cfg.algoAllowed[a]) || !(api->funcMask & (1u << t.func))) continue;
-    for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
-      if (!(cfg.protoMask & api->protoMask & (1u << p))) continue;
-      float us = -1;
-      if (api->cost(comm->algos[a].ctx, t.func, p, bytes, nChannels, &us) != ncclSuccess || us < 0) continue;
-      if (best < 0 || us < best) best = us;
-    }
-  }
-  if (best >= 0) return best;
-  return 2.0f + (float)bytes / 6e3f;  // 2 us, 6 GB/s
-}
-
 ncclResult_t groupEndImpl(float* simulatedUs);
 }  // namespace
 
@@ -105,7 +85,7 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
     }
     if (simulatedUs) {
       float total = 0;
-      for (const Task& t : comm->tasks) total += estimateTask(comm, t);
+      for (const Task& t : comm->tasks) total += plannerEstimate(comm, t);
       comm->tasks.clear();
       slowest = std::max(slowest, total);
       continue;

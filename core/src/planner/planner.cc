@@ -192,15 +192,22 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
     auto proto = envGet("PROTO");
     return setError(comm, ncclInvalidUsage,
                     "no loaded algorithm can run %s with NCCL_ALGO=%s NCCL_PROTO=%s (loaded algorithms serve "
-                    "the Simple protocol so far); unset or widen NCCL_ALGO/NCCL_PROTO",
+                    "the Simple and LL protocols so far); unset or widen NCCL_ALGO/NCCL_PROTO",
                     funcName(task.func), algo ? algo->c_str() : "(unset)", proto ? proto->c_str() : "(unset)");
   }
-  // Two steps per chunk: a rank can fill one step while its peer drains the previous one.
-  d->chunkBytes = comm->buffSize / PLEXUS_STEPS * 2;
+  // Simple: two steps per chunk, so a rank can fill one step while its peer drains the previous one.
+  // LL: one slot of lines per chunk.
+  d->chunkBytes = d->proto == PLEXUS_PROTO_LL ? PLEXUS_LL_SLOT_LINES * 8 : comm->buffSize / PLEXUS_STEPS * 2;
   return ncclSuccess;
 }
 
 }  // namespace
+
+float plannerEstimate(ncclComm* comm, const Task& task) {
+  Decision d;
+  if (!isP2p(task.func) && decide(comm, task, &d) == ncclSuccess) return d.timeUs;
+  return 2.0f + (float)collectiveBytes(task.func, task.count, task.datatype, comm->nRanks) / 6e3f;
+}
 
 ncclResult_t planAndLaunch(ncclComm* comm) {
   std::vector<Task> tasks;

@@ -26,6 +26,11 @@ ncclResult_t plannerInit(ncclComm* comm);
 
 ncclResult_t planAndLaunch(ncclComm* comm);
 
+struct Task;
+// Estimated time in microseconds of one task under the decision the planner would make
+// (ncclGroupSimulateEnd); point-to-point, which no algorithm prices, as 2 us + bytes at 6 GB/s.
+float plannerEstimate(ncclComm* comm, const Task& task);
+
 // Bytes a collective moves per rank as NCCL counts them for tuning (AllReduce: count * size).
 size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int nRanks);
 size_t typeSize(ncclDataType_t type);

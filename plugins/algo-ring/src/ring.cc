@@ -68,7 +68,7 @@ ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
   auto* c = (Context*)ctx;
   const int n = c->topo.nRanks;
   *timeUs = -1.0f;
-  if (proto != PLEXUS_PROTO_SIMPLE) return ncclSuccess;
+  if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
   float steps, bytesPerLink;
   const float bytes = (float)nBytes;
   switch (func) {
@@ -92,8 +92,11 @@ ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
     steps = 0.0f;
     bytesPerLink = bytes;
   }
-  const float stepLat = c->topo.nNodes > 1 ? 8.0f : 1.5f;
-  const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (nChannels > 0 ? nChannels : 1);
+  // LL: the receiver polls the data lines themselves (lower latency per step); half of each line is
+  // flags and it is staged through a bounce buffer (lower bandwidth).
+  const bool ll = proto == PLEXUS_PROTO_LL;
+  const float stepLat = (c->topo.nNodes > 1 ? 8.0f : 1.5f) * (ll ? 0.5f : 1.0f);
+  const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (ll ? 0.25f : 1.0f) * (nChannels > 0 ? nChannels : 1);
   *timeUs = steps * stepLat + bytesPerLink / (bwGBs * 1e3f);
   return ncclSuccess;
 }
@@ -133,7 +136,7 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAl
     "ring",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
         (1u << ncclFuncReduceScatter),
-    1u << PLEXUS_PROTO_SIMPLE,
+    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
     ringInit,
     ringBuildGraph,
     ringCost,

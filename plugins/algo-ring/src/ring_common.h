@@ -6,48 +6,96 @@
 #pragma once
 
 #include <plexus/device/primitives.h>
+#include <plexus/device/primitives_ll.h>
 #include <plexus/device/work.h>
 
 #include <stdint.h>
 
 #include <type_traits>
+#if !defined(__CUDACC__)
+#include <new>
+#endif
 
 namespace plexus::ring {
 
 using namespace plexus::dev;
 
-/* The Simple-protocol primitives as the ring step loops call them. On the host each primitive is
- * compiled once per (T, F), out of line, and shared by every collective's step loop: the primitives
- * are force-inlined, and inlining a dozen reduce-copy loops into every call site of every collective
- * for 72 (type, operator) pairs would take the compiler many minutes. The cost is one call per chunk.
- * CUDA keeps them inline (each kernel is compiled on its own anyway). */
+/* The primitives as the ring step loops call them, over the work's protocol.
+ *
+ * Host: each primitive is compiled once per (T, F), out of line, and shared by every collective's step
+ * loop (the primitives are force-inlined, and inlining a dozen reduce-copy loops into every call site
+ * of every collective for 72 (type, operator) pairs would take the compiler many minutes); the
+ * protocol (Simple or LL) is chosen when the step loop starts. The cost is one call per chunk.
+ * CUDA: Simple, inline (each kernel is compiled on its own); LL work is not given to CUDA kernels yet. */
 #if defined(__CUDACC__)
 #define PLEXUS_RING_PRIM PLEXUS_HD
 #else
 #define PLEXUS_RING_PRIM __attribute__((noinline))
 #endif
+
+#if defined(__CUDACC__)
 template <typename T, typename F>
 class RingPrims : public Primitives<T, F> {
   using P = Primitives<T, F>;
 
  public:
-  PLEXUS_HD RingPrims(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
+  PLEXUS_HD RingPrims(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads, int proto,
                       const void* input, void* output, uint64_t redOpArg)
-      : P(comm, ch, tid, nthreads, &ch->ring.prev, 1, &ch->ring.next, 1, input, output, redOpArg) {}
-  PLEXUS_RING_PRIM void send(size_t inOff, size_t n) { P::send(inOff, n); }
-  PLEXUS_RING_PRIM void recv(size_t outOff, size_t n, bool postOp = false) { P::recv(outOff, n, postOp); }
-  PLEXUS_RING_PRIM void recvReduceSend(size_t inOff, size_t n) { P::recvReduceSend(inOff, n); }
+      : P(comm, ch, tid, nthreads, &ch->ring.prev, 1, &ch->ring.next, 1, input, output, redOpArg) {
+    (void)proto;
+  }
+};
+#else
+template <typename T, typename F>
+class RingPrims {
+  using S = Primitives<T, F>;
+  using L = PrimitivesLL<T, F>;
+
+ public:
+  RingPrims(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads, int proto,
+            const void* input, void* output, uint64_t redOpArg)
+      : ll_(proto == PLEXUS_PROTO_LL) {
+    if (ll_) new (storage_) L(comm, ch, tid, nthreads, &ch->ring.prev, 1, &ch->ring.next, 1, input, output, redOpArg);
+    else new (storage_) S(comm, ch, tid, nthreads, &ch->ring.prev, 1, &ch->ring.next, 1, input, output, redOpArg);
+  }
+  ~RingPrims() {
+    if (ll_) ll().~L();
+    else simple().~S();
+  }
+  RingPrims(const RingPrims&) = delete;
+  RingPrims& operator=(const RingPrims&) = delete;
+
+  PLEXUS_RING_PRIM bool ok() const { return ll_ ? ll().ok() : simple().ok(); }
+  PLEXUS_RING_PRIM void send(size_t inOff, size_t n) { ll_ ? ll().send(inOff, n) : simple().send(inOff, n); }
+  PLEXUS_RING_PRIM void recv(size_t outOff, size_t n, bool postOp = false) {
+    ll_ ? ll().recv(outOff, n, postOp) : simple().recv(outOff, n, postOp);
+  }
+  PLEXUS_RING_PRIM void recvReduceSend(size_t inOff, size_t n) {
+    ll_ ? ll().recvReduceSend(inOff, n) : simple().recvReduceSend(inOff, n);
+  }
   PLEXUS_RING_PRIM void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    P::recvReduceCopySend(inOff, outOff, n, postOp);
+    ll_ ? ll().recvReduceCopySend(inOff, outOff, n, postOp) : simple().recvReduceCopySend(inOff, outOff, n, postOp);
   }
   PLEXUS_RING_PRIM void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    P::recvReduceCopy(inOff, outOff, n, postOp);
+    ll_ ? ll().recvReduceCopy(inOff, outOff, n, postOp) : simple().recvReduceCopy(inOff, outOff, n, postOp);
   }
   PLEXUS_RING_PRIM void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    P::copySend(inOff, outOff, n, postOp);
+    ll_ ? ll().copySend(inOff, outOff, n, postOp) : simple().copySend(inOff, outOff, n, postOp);
   }
-  PLEXUS_RING_PRIM void recvCopySend(size_t outOff, size_t n, bool postOp = false) { P::recvCopySend(outOff, n, postOp); }
+  PLEXUS_RING_PRIM void recvCopySend(size_t outOff, size_t n, bool postOp = false) {
+    ll_ ? ll().recvCopySend(outOff, n, postOp) : simple().recvCopySend(outOff, n, postOp);
+  }
+
+ private:
+  L& ll() { return *reinterpret_cast<L*>(storage_); }
+  const L& ll() const { return *reinterpret_cast<const L*>(storage_); }
+  S& simple() { return *reinterpret_cast<S*>(storage_); }
+  const S& simple() const { return *reinterpret_cast<const S*>(storage_); }
+
+  bool ll_;
+  alignas(L) alignas(S) unsigned char storage_[sizeof(L) > sizeof(S) ? sizeof(L) : sizeof(S)];
 };
+#endif
 
 /* Elements per 64-byte cache line: channel parts start at multiples of it. */
 template <typename T>

@@ -25,6 +25,7 @@ struct PickKernel {
 }  // namespace
 
 extern "C" ncclResult_t plexusRingGetCudaKernel(const plexusDevWork_v1_t* work, const void** kernel) {
+  if (work->proto != PLEXUS_PROTO_SIMPLE) return ncclInvalidArgument;  // LL kernels are host-only so far
   if (work->func != ncclFuncAllReduce) {
     const void* k = plexus::ring::collCudaKernel(work);
     if (!k) return ncclInvalidArgument;

@@ -50,35 +50,61 @@ PLEXUS_HD bool waitAtLeast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t
   }
 }
 
+/* The connectors one primitives instance talks through, with the step counts it advances; the counts
+ * are loaded from the connectors at construction and stored back by thread 0 at the end. */
+struct PeerConns {
+  int nrecv, nsend;
+  int recvPeer[PLEXUS_MAX_PRIM_PEERS], sendPeer[PLEXUS_MAX_PRIM_PEERS];
+  plexusConnInfo_v1_t* recv[PLEXUS_MAX_PRIM_PEERS];
+  plexusConnInfo_v1_t* send[PLEXUS_MAX_PRIM_PEERS];
+  uint64_t recvStep[PLEXUS_MAX_PRIM_PEERS], sendStep[PLEXUS_MAX_PRIM_PEERS];
+
+  PLEXUS_HD void load(plexusDevChannel_v1_t* ch, const int* recvPeers, int nr, const int* sendPeers, int ns) {
+    nrecv = nr;
+    nsend = ns;
+    for (int i = 0; i < nr; i++) {
+      recvPeer[i] = recvPeers[i];
+      recv[i] = &ch->peers[recvPeers[i]].recv.conn;
+      recvStep[i] = recv[i]->step;
+    }
+    for (int i = 0; i < ns; i++) {
+      sendPeer[i] = sendPeers[i];
+      send[i] = &ch->peers[sendPeers[i]].send.conn;
+      sendStep[i] = send[i]->step;
+    }
+  }
+  PLEXUS_HD void store() {
+    for (int i = 0; i < nrecv; i++) recv[i]->step = recvStep[i];
+    for (int i = 0; i < nsend; i++) send[i]->step = sendStep[i];
+  }
+  /* Thread 0 waits until every send connector has a free slot for the next step. */
+  PLEXUS_HD bool waitSendCredit(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch) {
+    for (int i = 0; i < nsend; i++)
+      if (sendStep[i] + 1 > PLEXUS_STEPS &&
+          !waitAtLeast(comm, ch, send[i]->head, sendStep[i] + 1 - PLEXUS_STEPS, sendPeer[i], 1))
+        return false;
+    return true;
+  }
+};
+
 template <typename T, typename F>
 class Primitives {
  public:
   PLEXUS_HD Primitives(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
                        const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
                        void* output, uint64_t redOpArg)
-      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), nrecv_(nrecv), nsend_(nsend),
-        input_((const T*)input), output_((T*)output), func_(redOpArg) {
+      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), input_((const T*)input), output_((T*)output),
+        func_(redOpArg) {
+    p_.load(ch, recvPeers, nrecv, sendPeers, nsend);
     sliceElems_ = (size_t)-1;
-    for (int i = 0; i < nrecv; i++) {
-      recvPeer_[i] = recvPeers[i];
-      recv_[i] = &ch->peers[recvPeers[i]].recv.conn;
-      recvStep_[i] = recv_[i]->step;
-      size_t e = (size_t)recv_[i]->stepSize / sizeof(T);
-      if (e < sliceElems_) sliceElems_ = e;
-    }
-    for (int i = 0; i < nsend; i++) {
-      sendPeer_[i] = sendPeers[i];
-      send_[i] = &ch->peers[sendPeers[i]].send.conn;
-      sendStep_[i] = send_[i]->step;
-      size_t e = (size_t)send_[i]->stepSize / sizeof(T);
-      if (e < sliceElems_) sliceElems_ = e;
-    }
+    for (int i = 0; i < nrecv; i++)
+      if ((size_t)p_.recv[i]->stepSize / sizeof(T) < sliceElems_) sliceElems_ = (size_t)p_.recv[i]->stepSize / sizeof(T);
+    for (int i = 0; i < nsend; i++)
+      if ((size_t)p_.send[i]->stepSize / sizeof(T) < sliceElems_) sliceElems_ = (size_t)p_.send[i]->stepSize / sizeof(T);
   }
 
   PLEXUS_HD ~Primitives() {
-    if (tid_ != 0) return;
-    for (int i = 0; i < nrecv_; i++) recv_[i]->step = recvStep_[i];
-    for (int i = 0; i < nsend_; i++) send_[i]->step = sendStep_[i];
+    if (tid_ == 0) p_.store();
   }
 
   PLEXUS_HD bool ok() const { return ch_->status == PLEXUS_CHANNEL_OK; }
@@ -112,10 +138,10 @@ class Primitives {
       int nsrc = 0, ndst = 0;
       if (Src) srcs[nsrc++] = input_ + inOff + done;
       if (Recv)
-        for (int i = 0; i < nrecv_; i++) srcs[nsrc++] = (const T*)slot(recv_[i], recvStep_[i]);
+        for (int i = 0; i < p_.nrecv; i++) srcs[nsrc++] = (const T*)slot(p_.recv[i], p_.recvStep[i]);
       if (Dst) dsts[ndst++] = output_ + outOff + done;
       if (Send)
-        for (int i = 0; i < nsend_; i++) dsts[ndst++] = (T*)slot(send_[i], sendStep_[i]);
+        for (int i = 0; i < p_.nsend; i++) dsts[ndst++] = (T*)slot(p_.send[i], p_.sendStep[i]);
       /* Pre-op only where a rank's own input enters a reduction, post-op only where asked. */
       reduceCopy<T, F>(tid_, nthreads_, func_, srcs, nsrc, Src, dsts, ndst, postOp, n);
       barrier();
@@ -130,40 +156,35 @@ class Primitives {
   template <bool Recv, bool Send>
   PLEXUS_HD void waitPeers() {
     if (Recv)
-      for (int i = 0; i < nrecv_; i++)
-        if (!waitAtLeast(comm_, ch_, recv_[i]->tail, recvStep_[i] + 1, recvPeer_[i], 0)) return;
-    if (Send)
-      for (int i = 0; i < nsend_; i++)
-        if (sendStep_[i] + 1 > PLEXUS_STEPS &&
-            !waitAtLeast(comm_, ch_, send_[i]->head, sendStep_[i] + 1 - PLEXUS_STEPS, sendPeer_[i], 1))
-          return;
+      for (int i = 0; i < p_.nrecv; i++)
+        if (!waitAtLeast(comm_, ch_, p_.recv[i]->tail, p_.recvStep[i] + 1, p_.recvPeer[i], 0)) return;
+    if (Send) p_.waitSendCredit(comm_, ch_);
   }
 
   template <bool Recv, bool Send>
   PLEXUS_HD void postPeers(size_t bytes) {
     if (Recv)
-      for (int i = 0; i < nrecv_; i++) {
-        if (recv_[i]->connFifo) recv_[i]->connFifo[recvStep_[i] % PLEXUS_STEPS].size = PLEXUS_CONNFIFO_FREE;
-        storeRelease(recv_[i]->head, ++recvStep_[i]);
+      for (int i = 0; i < p_.nrecv; i++) {
+        plexusConnInfo_v1_t* c = p_.recv[i];
+        if (c->connFifo) c->connFifo[p_.recvStep[i] % PLEXUS_STEPS].size = PLEXUS_CONNFIFO_FREE;
+        storeRelease(c->head, ++p_.recvStep[i]);
       }
     if (Send)
-      for (int i = 0; i < nsend_; i++) {
-        if (send_[i]->connFifo) send_[i]->connFifo[sendStep_[i] % PLEXUS_STEPS].size = (int64_t)bytes;
-        storeRelease(send_[i]->tail, ++sendStep_[i]);
+      for (int i = 0; i < p_.nsend; i++) {
+        plexusConnInfo_v1_t* c = p_.send[i];
+        if (c->connFifo) c->connFifo[p_.sendStep[i] % PLEXUS_STEPS].size = (int64_t)bytes;
+        storeRelease(c->tail, ++p_.sendStep[i]);
       }
   }
 
   const plexusDevComm_v1_t* comm_;
   plexusDevChannel_v1_t* ch_;
-  int tid_, nthreads_, nrecv_, nsend_;
+  int tid_, nthreads_;
   const T* input_;
   T* output_;
   F func_;
   size_t sliceElems_;
-  int recvPeer_[PLEXUS_MAX_PRIM_PEERS], sendPeer_[PLEXUS_MAX_PRIM_PEERS];
-  plexusConnInfo_v1_t* recv_[PLEXUS_MAX_PRIM_PEERS];
-  plexusConnInfo_v1_t* send_[PLEXUS_MAX_PRIM_PEERS];
-  uint64_t recvStep_[PLEXUS_MAX_PRIM_PEERS], sendStep_[PLEXUS_MAX_PRIM_PEERS];
+  PeerConns p_;
 };
 
 }  // namespace plexus::dev

@@ -53,24 +53,13 @@ class PrimitivesLL {
   PLEXUS_HD PrimitivesLL(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
                          const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
                          void* output, uint64_t redOpArg)
-      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), nrecv_(nrecv), nsend_(nsend),
-        input_((const T*)input), output_((T*)output), func_(redOpArg) {
-    for (int i = 0; i < nrecv; i++) {
-      recvPeer_[i] = recvPeers[i];
-      recv_[i] = &ch->peers[recvPeers[i]].recv.conn;
-      recvStep_[i] = recv_[i]->step;
-    }
-    for (int i = 0; i < nsend; i++) {
-      sendPeer_[i] = sendPeers[i];
-      send_[i] = &ch->peers[sendPeers[i]].send.conn;
-      sendStep_[i] = send_[i]->step;
-    }
+      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), input_((const T*)input), output_((T*)output),
+        func_(redOpArg) {
+    p_.load(ch, recvPeers, nrecv, sendPeers, nsend);
   }
 
   PLEXUS_HD ~PrimitivesLL() {
-    if (tid_ != 0) return;
-    for (int i = 0; i < nrecv_; i++) recv_[i]->step = recvStep_[i];
-    for (int i = 0; i < nsend_; i++) send_[i]->step = sendStep_[i];
+    if (tid_ == 0) p_.store();
   }
 
   /* Elements per pipeline chunk that step loops should use with this protocol. */
@@ -107,11 +96,7 @@ class PrimitivesLL {
       const size_t nlines = (n * sizeof(T) + 7) / 8;
       const size_t l0 = nlines * tid_ / nthreads_, l1 = nlines * (tid_ + 1) / nthreads_;
       const size_t e0 = l0 * perLine, e1 = l1 * perLine < n ? l1 * perLine : n;
-      if (Send && tid_ == 0)
-        for (int i = 0; i < nsend_; i++)
-          if (sendStep_[i] + 1 > PLEXUS_STEPS &&
-              !waitAtLeast(comm_, ch_, send_[i]->head, sendStep_[i] + 1 - PLEXUS_STEPS, sendPeer_[i], 1))
-            break;
+      if (Send && tid_ == 0) p_.waitSendCredit(comm_, ch_);
       barrier();
       if (!ok()) return;
       const T* srcs[PLEXUS_MAX_SRCS];
@@ -119,7 +104,7 @@ class PrimitivesLL {
       int nsrc = 0, ndst = 0;
       if (Src) srcs[nsrc++] = input_ + inOff + done + e0;
       if (Recv)
-        for (int i = 0; i < nrecv_; i++) {
+        for (int i = 0; i < p_.nrecv; i++) {
           if (!readLines(i, l0, l1)) return;
           srcs[nsrc++] = (const T*)recvTmp_[i] + e0;
         }
@@ -127,35 +112,35 @@ class PrimitivesLL {
       if (Send) dsts[ndst++] = (T*)sendTmp_ + e0;
       if (e1 > e0) reduceCopy<T, F>(0, 1, func_, srcs, nsrc, Src, dsts, ndst, postOp, e1 - e0);
       if (Send)
-        for (int i = 0; i < nsend_; i++) writeLines(i, l0, l1);
+        for (int i = 0; i < p_.nsend; i++) writeLines(i, l0, l1);
       barrier();  /* every thread has read its lines before head returns the slot */
       if (Recv)
-        for (int i = 0; i < nrecv_; i++) {
-          ++recvStep_[i];
-          if (tid_ == 0) storeRelease(recv_[i]->head, recvStep_[i]);
+        for (int i = 0; i < p_.nrecv; i++) {
+          ++p_.recvStep[i];
+          if (tid_ == 0) storeRelease(p_.recv[i]->head, p_.recvStep[i]);
         }
       if (Send)
-        for (int i = 0; i < nsend_; i++) {
-          ++sendStep_[i];
-          if (tid_ == 0) storeRelease(send_[i]->tail, sendStep_[i]);
+        for (int i = 0; i < p_.nsend; i++) {
+          ++p_.sendStep[i];
+          if (tid_ == 0) storeRelease(p_.send[i]->tail, p_.sendStep[i]);
         }
     }
   }
 
   PLEXUS_HD bool readLines(int i, size_t l0, size_t l1) {
-    volatile plexusLLFifoLine_v1_t* l = lines(recv_[i], recvStep_[i]);
-    const uint32_t flag = (uint32_t)(recvStep_[i] + 1);
+    volatile plexusLLFifoLine_v1_t* l = lines(p_.recv[i], p_.recvStep[i]);
+    const uint32_t flag = (uint32_t)(p_.recvStep[i] + 1);
     for (size_t j = l0; j < l1; j++) {
       uint64_t w0, w1;
-      if (!waitLine(comm_, ch_, l + j, flag, recvPeer_[i], &w0, &w1)) return false;
+      if (!waitLine(comm_, ch_, l + j, flag, p_.recvPeer[i], &w0, &w1)) return false;
       recvTmp_[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
     }
     return true;
   }
 
   PLEXUS_HD void writeLines(int i, size_t l0, size_t l1) {
-    volatile plexusLLFifoLine_v1_t* l = lines(send_[i], sendStep_[i]);
-    const uint64_t flag = (uint64_t)(uint32_t)(sendStep_[i] + 1) << 32;
+    volatile plexusLLFifoLine_v1_t* l = lines(p_.send[i], p_.sendStep[i]);
+    const uint64_t flag = (uint64_t)(uint32_t)(p_.sendStep[i] + 1) << 32;
     for (size_t j = l0; j < l1; j++) {
       /* Each 8-byte word is one store: its flag is never seen without its data. */
       l[j].v[0] = flag | (sendTmp_[j] & 0xffffffffull);
@@ -165,14 +150,11 @@ class PrimitivesLL {
 
   const plexusDevComm_v1_t* comm_;
   plexusDevChannel_v1_t* ch_;
-  int tid_, nthreads_, nrecv_, nsend_;
+  int tid_, nthreads_;
   const T* input_;
   T* output_;
   F func_;
-  int recvPeer_[PLEXUS_MAX_PRIM_PEERS], sendPeer_[PLEXUS_MAX_PRIM_PEERS];
-  plexusConnInfo_v1_t* recv_[PLEXUS_MAX_PRIM_PEERS];
-  plexusConnInfo_v1_t* send_[PLEXUS_MAX_PRIM_PEERS];
-  uint64_t recvStep_[PLEXUS_MAX_PRIM_PEERS], sendStep_[PLEXUS_MAX_PRIM_PEERS];
+  PeerConns p_;
   /* Staging for one slice: received lines unpacked, and the result packed into lines. */
   alignas(16) uint64_t recvTmp_[PLEXUS_MAX_PRIM_PEERS][PLEXUS_LL_SLOT_LINES];
   alignas(16) uint64_t sendTmp_[PLEXUS_LL_SLOT_LINES];
