@@ -92,11 +92,12 @@ ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
     steps = 0.0f;
     bytesPerLink = bytes;
   }
-  // LL: the receiver polls the data lines themselves (lower latency per step); half of each line is
-  // flags and it is staged through a bounce buffer (lower bandwidth).
+  // LL: the receiver polls the data lines themselves (a little less latency per step); half of each
+  // line is flags and it is staged through a bounce buffer (far less bandwidth). Measured on the host
+  // backend (2 processes): LL and Simple are at parity up to a few hundred bytes, Simple ahead beyond.
   const bool ll = proto == PLEXUS_PROTO_LL;
-  const float stepLat = (c->topo.nNodes > 1 ? 8.0f : 1.5f) * (ll ? 0.5f : 1.0f);
-  const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (ll ? 0.25f : 1.0f) * (nChannels > 0 ? nChannels : 1);
+  const float stepLat = (c->topo.nNodes > 1 ? 8.0f : 1.5f) * (ll ? 0.8f : 1.0f);
+  const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (ll ? 0.1f : 1.0f) * (nChannels > 0 ? nChannels : 1);
   *timeUs = steps * stepLat + bytesPerLink / (bwGBs * 1e3f);
   return ncclSuccess;
 }
