@@ -87,8 +87,40 @@ struct PeerConns {
   }
 };
 
+/* The operations every protocol's primitives offer, each one instance of the protocol's
+ * op<Recv, Send, Src, Dst>: Recv takes from the recv peers, Send gives to the send peers, Src reads
+ * the input (where a rank's own data enters, the operator's pre-op applies), Dst writes the output.
+ * Offsets are in elements of the input/output buffers given at construction. */
+template <typename Derived>
+class PrimitiveOps {
+ public:
+  PLEXUS_HD void send(size_t inOff, size_t n) { d().template op<false, true, true, false>(inOff, 0, n, false); }
+  PLEXUS_HD void recv(size_t outOff, size_t n, bool postOp = false) {
+    d().template op<true, false, false, true>(0, outOff, n, postOp);
+  }
+  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { d().template op<true, true, true, false>(inOff, 0, n, false); }
+  PLEXUS_HD void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
+    d().template op<true, true, true, true>(inOff, outOff, n, postOp);
+  }
+  PLEXUS_HD void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
+    d().template op<true, false, true, true>(inOff, outOff, n, postOp);
+  }
+  PLEXUS_HD void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
+    d().template op<false, true, true, true>(inOff, outOff, n, postOp);
+  }
+  PLEXUS_HD void recvCopySend(size_t outOff, size_t n, bool postOp = false) {
+    d().template op<true, true, false, true>(0, outOff, n, postOp);
+  }
+  PLEXUS_HD void recvSend(size_t n) { d().template op<true, true, false, false>(0, 0, n, false); }
+
+ private:
+  PLEXUS_HD Derived& d() { return *static_cast<Derived*>(this); }
+};
+
 template <typename T, typename F>
-class Primitives {
+class Primitives : public PrimitiveOps<Primitives<T, F>> {
+  friend class PrimitiveOps<Primitives<T, F>>;
+
  public:
   PLEXUS_HD Primitives(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
                        const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
@@ -108,22 +140,6 @@ class Primitives {
   }
 
   PLEXUS_HD bool ok() const { return ch_->status == PLEXUS_CHANNEL_OK; }
-
-  /* Offsets are in elements of the input/output buffers given at construction. */
-  PLEXUS_HD void send(size_t inOff, size_t n) { op<false, true, true, false>(inOff, 0, n, false); }
-  PLEXUS_HD void recv(size_t outOff, size_t n, bool postOp = false) { op<true, false, false, true>(0, outOff, n, postOp); }
-  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { op<true, true, true, false>(inOff, 0, n, false); }
-  PLEXUS_HD void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    op<true, true, true, true>(inOff, outOff, n, postOp);
-  }
-  PLEXUS_HD void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    op<true, false, true, true>(inOff, outOff, n, postOp);
-  }
-  PLEXUS_HD void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    op<false, true, true, true>(inOff, outOff, n, postOp);
-  }
-  PLEXUS_HD void recvCopySend(size_t outOff, size_t n, bool postOp = false) { op<true, true, false, true>(0, outOff, n, postOp); }
-  PLEXUS_HD void recvSend(size_t n) { op<true, true, false, false>(0, 0, n, false); }
 
  private:
   template <bool Recv, bool Send, bool Src, bool Dst>

@@ -46,7 +46,9 @@ PLEXUS_HD bool waitLine(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* c
 }
 
 template <typename T, typename F>
-class PrimitivesLL {
+class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
+  friend class PrimitiveOps<PrimitivesLL<T, F>>;
+
  public:
   static constexpr size_t kSliceBytes = PLEXUS_LL_SLOT_LINES * 8;
 
@@ -65,21 +67,6 @@ class PrimitivesLL {
   /* Elements per pipeline chunk that step loops should use with this protocol. */
   static PLEXUS_HD size_t chunkElems() { return kSliceBytes / sizeof(T); }
   PLEXUS_HD bool ok() const { return ch_->status == PLEXUS_CHANNEL_OK; }
-
-  PLEXUS_HD void send(size_t inOff, size_t n) { op<false, true, true, false>(inOff, 0, n, false); }
-  PLEXUS_HD void recv(size_t outOff, size_t n, bool postOp = false) { op<true, false, false, true>(0, outOff, n, postOp); }
-  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { op<true, true, true, false>(inOff, 0, n, false); }
-  PLEXUS_HD void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    op<true, true, true, true>(inOff, outOff, n, postOp);
-  }
-  PLEXUS_HD void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    op<true, false, true, true>(inOff, outOff, n, postOp);
-  }
-  PLEXUS_HD void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    op<false, true, true, true>(inOff, outOff, n, postOp);
-  }
-  PLEXUS_HD void recvCopySend(size_t outOff, size_t n, bool postOp = false) { op<true, true, false, true>(0, outOff, n, postOp); }
-  PLEXUS_HD void recvSend(size_t n) { op<true, true, false, false>(0, 0, n, false); }
 
  private:
   static PLEXUS_HD volatile plexusLLFifoLine_v1_t* lines(plexusConnInfo_v1_t* c, uint64_t step) {
