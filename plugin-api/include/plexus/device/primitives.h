@@ -19,14 +19,16 @@ namespace plexus::dev {
 
 #define PLEXUS_MAX_PRIM_PEERS 4
 
-/* Waits until *p >= target. False when the communicator aborts or the wait outlives the timeout;
- * the channel's status then says which, and every later primitive call returns at once. */
-PLEXUS_HD bool waitAtLeast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, const volatile uint64_t* p,
-                           uint64_t target, int peer, int isSend) {
-  if (loadAcquire(p) >= target) return true;
+/* Polls ready() until it holds; false when the communicator aborts or the wait outlives the timeout.
+ * The channel then says which (status) and on whom it waited (waitPeer, waitIsSend, waitSince), and
+ * every later primitive call returns at once. */
+template <typename Ready>
+PLEXUS_HD bool waitUntil(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int peer, int isSend,
+                         Ready ready) {
+  if (ready()) return true;
   uint64_t start = 0;
   for (uint32_t iter = 0;; iter++) {
-    if (loadAcquire(p) >= target) {
+    if (ready()) {
       if (start) ch->waitPeer = -1;
       return true;
     }
@@ -48,6 +50,12 @@ PLEXUS_HD bool waitAtLeast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t
     }
     backoff(iter, comm->spinPolls);
   }
+}
+
+/* Waits until *p >= target (a peer's head or tail). */
+PLEXUS_HD bool waitAtLeast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, const volatile uint64_t* p,
+                           uint64_t target, int peer, int isSend) {
+  return waitUntil(comm, ch, peer, isSend, [&]() { return loadAcquire(p) >= target; });
 }
 
 /* The connectors one primitives instance talks through, with the step counts it advances; the counts

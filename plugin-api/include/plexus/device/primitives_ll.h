@@ -15,34 +15,14 @@
 
 namespace plexus::dev {
 
-PLEXUS_HD uint64_t loadAcquireWord(const volatile uint64_t* p) { return loadAcquire(p); }
-
 /* Waits until both words of a line carry flag; false on abort or timeout (the channel says which). */
 PLEXUS_HD bool waitLine(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, volatile plexusLLFifoLine_v1_t* line,
                         uint32_t flag, int peer, uint64_t* w0, uint64_t* w1) {
-  uint64_t start = 0;
-  for (uint32_t iter = 0;; iter++) {
-    *w0 = loadAcquireWord(&line->v[0]);
-    *w1 = loadAcquireWord(&line->v[1]);
-    if ((uint32_t)(*w0 >> 32) == flag && (uint32_t)(*w1 >> 32) == flag) return true;
-    if ((iter & 63) == 63) {
-      if (*comm->abortFlag) {
-        ch->status = PLEXUS_CHANNEL_ABORTED;
-        return false;
-      }
-      uint64_t now = clockNs();
-      if (!start) {
-        start = now;
-        ch->waitSince = now;
-        ch->waitPeer = peer;
-        ch->waitIsSend = 0;
-      } else if (comm->timeoutNs && now - start > comm->timeoutNs) {
-        ch->status = PLEXUS_CHANNEL_TIMEOUT;
-        return false;
-      }
-    }
-    backoff(iter, comm->spinPolls);
-  }
+  return waitUntil(comm, ch, peer, 0, [&]() {
+    *w0 = loadAcquire(&line->v[0]);
+    *w1 = loadAcquire(&line->v[1]);
+    return (uint32_t)(*w0 >> 32) == flag && (uint32_t)(*w1 >> 32) == flag;
+  });
 }
 
 template <typename T, typename F>
