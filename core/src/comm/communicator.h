@@ -38,6 +38,7 @@ struct UserRedOp {
 struct AlgoInstance {
   const AlgoPlugin* plugin = nullptr;
   void* ctx = nullptr;
+  int maxChannels = 1;  // channels one operation of it may run on (its graph says)
 };
 }  // namespace plexus
 
@@ -75,6 +76,7 @@ struct ncclComm {
 
   // Group state: tasks collected until the outermost ncclGroupEnd.
   std::vector<plexus::Task> tasks;
+  std::vector<plexus::Task> plannedTasks;  // the planner's copy of the group being launched
   bool inGroup = false;
 
   std::thread initThread;  // nonblocking init runs here

@@ -29,7 +29,7 @@ thread_local int currentDevice = 0;
 
 std::vector<std::string> algorithmNames() {
   std::vector<std::string> names;
-  std::string spec = envStr("ALGORITHMS", "ring");
+  std::string spec = envStr("ALGORITHMS", "ring,direct");
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
@@ -44,8 +44,7 @@ std::vector<std::string> algorithmNames() {
 // Channels to set up: NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it; by default as many as the
 // node's cores can run at once for its ranks (a host channel is a thread), at most 4.
 int channelCount(const ncclComm* comm) {
-  int cores = (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
-  int n = std::clamp(cores / std::max(1, comm->topo.nLocalRanks), 1, 4);
+  int n = std::clamp(comm->topo.cores / std::max(1, comm->topo.nLocalRanks), 1, 4);
   int lo = (int)envInt("MIN_NCHANNELS", 1), hi = (int)envInt("MAX_NCHANNELS", PLEXUS_MAXCHANNELS);
   n = std::max(n, lo);
   n = std::min(n, hi);
@@ -64,8 +63,22 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
   topo.nLocalRanks = comm->topo.nLocalRanks;
   topo.rankNode = comm->topo.rankNode.data();
   topo.rankLocalRank = comm->topo.rankLocalRank.data();
+  const LinkPerf local = localLinkPerf(comm->topo, comm->channels.count), net = netLinkPerf();
+  topo.localHopUs = local.hopUs;
+  topo.localGBs = local.gbs;
+  topo.netHopUs = net.hopUs;
+  topo.netGBs = net.gbs;
+  topo.coresShared = comm->topo.coresShared(comm->channels.count);
+  topo.stepBytes = (int)(comm->buffSize / PLEXUS_STEPS);
   bool haveRing = false;
   std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));
+  std::vector<ConnectRequest> reqs;
+  auto want = [&](int channel, int peer, bool isSend) {
+    if (peer == comm->rank || peer < 0) return;
+    for (const ConnectRequest& r : reqs)
+      if (r.channel == channel && r.peer == peer && r.isSend == isSend) return;
+    reqs.push_back({channel, peer, isSend});
+  };
   for (const AlgoPlugin* p : plugins) {
     AlgoInstance inst{p, nullptr};
     if (p->api->init(&inst.ctx, &topo, debugLog) != ncclSuccess)
@@ -78,19 +91,28 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
     if (p->api->buildGraph(inst.ctx, &graph) != ncclSuccess)
       return setError(comm, ncclInternalError, "algorithm plugin '%s': buildGraph failed on rank %d", p->name.c_str(),
                       comm->rank);
+    if (graph.maxChannels < 0 || graph.maxChannels > comm->channels.count)
+      return setError(comm, ncclInternalError, "algorithm plugin '%s': buildGraph set maxChannels %d, outside [0, %d]",
+                      p->name.c_str(), graph.maxChannels, comm->channels.count);
+    AlgoInstance& added = comm->algos.back();
+    added.maxChannels = graph.maxChannels ? graph.maxChannels : comm->channels.count;
     if ((graph.connectMask & PLEXUS_ALGO_CONNECT_RING) && !haveRing) {
       haveRing = true;  // the first ring-building algorithm defines the channels' rings
       NCCLCHECK(channelsSetRings(&comm->channels, comm->rank, comm->nRanks, graph));
+      for (int c = 0; c < comm->channels.count; c++) {
+        want(c, comm->channels.dev[c].ring.prev, false);
+        want(c, comm->channels.dev[c].ring.next, true);
+      }
     }
+    if (graph.connectMask & PLEXUS_ALGO_CONNECT_ALL)
+      for (int c = 0; c < added.maxChannels; c++)
+        for (int peer = 0; peer < comm->nRanks; peer++) {
+          want(c, peer, true);
+          want(c, peer, false);
+        }
   }
-  if (comm->nRanks > 1 && haveRing) {
-    std::vector<ConnectRequest> reqs;
-    for (int c = 0; c < comm->channels.count; c++) {
-      reqs.push_back({c, comm->channels.dev[c].ring.prev, false});
-      reqs.push_back({c, comm->channels.dev[c].ring.next, true});
-    }
-    NCCLCHECK(transportConnect(comm, reqs));
-  }
+  // Connectors are shared: an algorithm that needs one another already asked for reuses it.
+  if (!reqs.empty()) NCCLCHECK(transportConnect(comm, reqs));
   return ncclSuccess;
 }
 
@@ -132,9 +154,8 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   comm->devComm.channels = comm->channels.dev.data();
   // Spin long only where every channel of every rank of the node has a core; otherwise a spinning
   // wait would take the core its peer needs to make progress.
-  const long cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
-  const bool ownCores = (long)comm->topo.nLocalRanks * comm->channels.count <= cores;
-  comm->devComm.spinPolls = (uint32_t)envInt("SPIN", ownCores ? 1 << 15 : PLEXUS_SPIN_SHARED);
+  const bool shared = comm->topo.coresShared(comm->channels.count);
+  comm->devComm.spinPolls = (uint32_t)envInt("SPIN", shared ? PLEXUS_SPIN_SHARED : 1 << 15);
   comm->executor = std::make_unique<HostExecutor>(comm);
 
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend host commId 0x%llx - Init COMPLETE"
@@ -161,17 +182,31 @@ std::unordered_set<const ncclComm*>& liveComms() {
   static auto* set = new std::unordered_set<const ncclComm*>();
   return *set;
 }
+// Bumped whenever a communicator leaves the set: a thread's cached "live" answer holds while the epoch
+// does, so every API call checks its handle without taking the lock.
+std::atomic<uint64_t> liveEpoch{0};
 }  // namespace
 
 void commRegister(ncclComm* comm, bool live) {
   std::lock_guard<std::mutex> lock(liveMutex);
-  if (live) liveComms().insert(comm);
-  else liveComms().erase(comm);
+  if (live) {
+    liveComms().insert(comm);
+  } else {
+    liveComms().erase(comm);
+    liveEpoch.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 bool commIsLive(const ncclComm* comm) {
+  thread_local const ncclComm* cached = nullptr;
+  thread_local uint64_t cachedEpoch = 0;
+  const uint64_t epoch = liveEpoch.load(std::memory_order_acquire);
+  if (comm == cached && epoch == cachedEpoch) return true;
   std::lock_guard<std::mutex> lock(liveMutex);
-  return liveComms().count(comm) != 0;
+  if (!liveComms().count(comm)) return false;
+  cached = comm;
+  cachedEpoch = epoch;
+  return true;
 }
 
 ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady) {

@@ -101,8 +101,8 @@ void HostExecutor::workerLoop(int channel) {
 }
 
 ncclResult_t HostExecutor::run(uint32_t first, uint32_t n) {
-  std::lock_guard<std::mutex> lock(runMutex_);
-  // Launches from several streams: run in workFifo order.
+  // Launches from several streams run in workFifo order: each waits until every earlier one has
+  // consumed its entries, which it does last, so one launch at a time owns the channel workers.
   for (uint32_t iter = 0; comm_->workFifo.consumed() != first; iter++) {
     if (comm_->abortFlag) break;
     dev::backoff(iter);

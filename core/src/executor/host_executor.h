@@ -45,7 +45,6 @@ class HostExecutor {
   void workerLoop(int channel);
 
   ncclComm* comm_;
-  std::mutex runMutex_;
   std::vector<std::unique_ptr<Worker>> workers_;  // index = channel; [0] unused
   // The launch the workers are running.
   uint32_t curFirst_ = 0, curN_ = 0;

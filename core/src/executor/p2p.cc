@@ -39,7 +39,9 @@ bool progress(Queue& q) {
   plexusConnInfo_v1_t* c = q.conn;
   const size_t n = std::min(m.bytes - m.done, (size_t)c->stepSize);
   if (q.isSend) {
-    if (dev::loadAcquire(c->head) + PLEXUS_STEPS < q.step + 1) return false;
+    // The peer's head is read only when the credit last seen runs out (see PeerConns::waitSendCredit).
+    if (c->headCache + PLEXUS_STEPS < q.step + 1 && (c->headCache = dev::loadAcquire(c->head)) + PLEXUS_STEPS < q.step + 1)
+      return false;
     memcpy(slot(c, q.step), m.buf + m.done, n);
     if (c->connFifo) c->connFifo[q.step % PLEXUS_STEPS].size = (int64_t)n;
     dev::storeRelease(c->tail, ++q.step);

@@ -2,24 +2,32 @@
 
 #include <plexus/device/arch.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace plexus {
 
 WorkFifo::WorkFifo(uint32_t capacity) : works_(capacity), mask_(capacity - 1) {}
 
-ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, uint32_t* first) {
+ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, uint32_t* first,
+                              const std::function<void()>& help) {
   if (n > capacity()) return ncclInternalError;
   for (uint32_t iter = 0; produced_ + n - consumed() > capacity(); iter++) {
     if (*abortFlag) return ncclRemoteError;
+    if (help) help();
     if (iter < 64) {
       dev::backoff(iter);
       continue;
     }
+    // Sleep until half the ring is free, not just n entries: a producer woken per consumed entry
+    // would trade a context switch with the consumer for every work item.
+    const uint32_t room = std::max(n, capacity() / 2);
     std::unique_lock<std::mutex> lock(mu_);
+    wakeAt_.store(produced_ + room - capacity(), std::memory_order_relaxed);
     producerWaiting_ = true;
     // The timeout only bounds how late an abort is noticed.
-    cv_.wait_for(lock, std::chrono::milliseconds(10), [&] { return produced_ + n - consumed() <= capacity(); });
+    cv_.wait_for(lock, std::chrono::milliseconds(10),
+                 [&] { return produced_ + room - consumed() <= capacity() || *abortFlag; });
     producerWaiting_ = false;
   }
   *first = produced_;
@@ -28,8 +36,8 @@ ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, u
 }
 
 void WorkFifo::consume(uint32_t n) {
-  consumed_.fetch_add(n, std::memory_order_release);
-  if (producerWaiting_.load()) {
+  const uint32_t now = consumed_.fetch_add(n) + n;
+  if (producerWaiting_.load() && (int32_t)(now - wakeAt_.load(std::memory_order_relaxed)) >= 0) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace plexus {
@@ -18,9 +19,11 @@ class WorkFifo {
   explicit WorkFifo(uint32_t capacity = 1024);  // entries, a power of two
 
   uint32_t capacity() const { return mask_ + 1; }
-  // Claims n consecutive entries (n <= capacity) and returns the index of the first. Waits for the
-  // consumer while full; returns ncclRemoteError if the abort flag is raised while waiting.
-  ncclResult_t reserve(uint32_t n, const volatile uint32_t* abortFlag, uint32_t* first);
+  // Claims n consecutive entries (n <= capacity) and returns the index of the first. While full, calls
+  // help (which may run the consumer on this thread), then waits; returns ncclRemoteError if the abort
+  // flag is raised while waiting.
+  ncclResult_t reserve(uint32_t n, const volatile uint32_t* abortFlag, uint32_t* first,
+                       const std::function<void()>& help = {});
   plexusDevWork_v1_t& at(uint32_t index) { return works_[index & mask_]; }
   const plexusDevWork_v1_t& at(uint32_t index) const { return works_[index & mask_]; }
   // The consumer is done with the n oldest entries.
@@ -37,6 +40,7 @@ class WorkFifo {
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> producerWaiting_{false};
+  std::atomic<uint32_t> wakeAt_{0};  // consumed count at which a waiting producer is woken
 };
 
 }  // namespace plexus

@@ -73,7 +73,9 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
     if (comm->state != ncclComm::State::Ready && result == ncclSuccess) result = comm->asyncError.load();
   }
   if (groupError != ncclSuccess) result = groupError;
-  std::vector<ncclComm*> comms;
+  // Swapped with a spare that keeps its capacity: an operation outside a group allocates nothing here.
+  thread_local std::vector<ncclComm*> comms;
+  comms.clear();
   comms.swap(groupComms);
   groupError = ncclSuccess;
   float slowest = 0;
@@ -106,13 +108,12 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
                     "split, shrunk (ncclCommShrink) or destroyed", funcName(task.func));
   }
   comm->tasks.push_back(task);
+  // Outside any group an operation is a group of one: plan it at once (a group outside a group has
+  // no deferred inits, jobs or other communicators to wait for).
+  if (depth == 0) return planAndLaunch(comm);
   if (!comm->inGroup) {
     comm->inGroup = true;
     groupComms.push_back(comm);
-  }
-  if (depth == 0) {
-    depth = 1;
-    return groupEnd();
   }
   return ncclSuccess;
 }

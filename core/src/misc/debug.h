@@ -16,6 +16,13 @@ void debugSetThreadRank(int rank);
 
 }  // namespace plexus
 
-#define WARN(...) ::plexus::debugLog(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
-#define INFO(FLAGS, ...) ::plexus::debugLog(NCCL_LOG_INFO, (FLAGS), __FILE__, __LINE__, __VA_ARGS__)
-#define TRACE(FLAGS, ...) ::plexus::debugLog(NCCL_LOG_TRACE, (FLAGS), __FILE__, __LINE__, __VA_ARGS__)
+// The level test is inline so that a disabled INFO or TRACE on a hot path costs one load and branch
+// (debugLevel < 0: not read from the environment yet; debugLog reads it).
+#define PLEXUS_LOG(LEVEL, FLAGS, ...)                                                          \
+  do {                                                                                         \
+    if (::plexus::debugLevel < 0 || ::plexus::debugLevel >= (LEVEL))                           \
+      ::plexus::debugLog((LEVEL), (FLAGS), __FILE__, __LINE__, __VA_ARGS__);                    \
+  } while (0)
+#define WARN(...) PLEXUS_LOG(NCCL_LOG_WARN, NCCL_ALL, __VA_ARGS__)
+#define INFO(FLAGS, ...) PLEXUS_LOG(NCCL_LOG_INFO, (FLAGS), __VA_ARGS__)
+#define TRACE(FLAGS, ...) PLEXUS_LOG(NCCL_LOG_TRACE, (FLAGS), __VA_ARGS__)

@@ -93,14 +93,6 @@ ncclResult_t algoAllowed(const std::string& name, bool* allowed) {
   return ncclSuccess;
 }
 
-struct Decision {
-  int algo = -1;
-  int proto = -1;
-  int nChannels = 1;
-  size_t chunkBytes = 0;
-  float timeUs = 0;
-};
-
 }  // namespace
 
 ncclResult_t plannerInit(ncclComm* comm) {
@@ -170,9 +162,14 @@ ncclResult_t crossCheck(ncclComm* comm, const std::vector<Task>& tasks) {
 namespace {
 
 ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
-  const PlannerConfig& cfg = comm->planner;
+  PlannerConfig& cfg = comm->planner;
   const uint32_t protoMask = cfg.protoMask;
   const size_t bytes = collectiveBytes(task.func, task.count, task.datatype, comm->nRanks);
+  PlannerConfig::Cached& cached = cfg.cache[(bytes * 0x9E3779B97F4A7C15ull >> 58) ^ (size_t)task.func];
+  if (cached.func == (int)task.func && cached.bytes == bytes) {
+    *d = cached.decision;
+    return ncclSuccess;
+  }
   // Channels: enough that each carries a worthwhile share, no more than the ranks of a node can run
   // at once on their cores (a host "kernel" channel is a thread).
   const int maxChannels = comm->channels.count;
@@ -180,11 +177,12 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
   for (int a = 0; a < (int)comm->algos.size(); a++) {
     const plexusAlgo_v1_t* api = comm->algos[a].plugin->api;
     if (!cfg.algoAllowed[a] || !(api->funcMask & (1u << task.func))) continue;
+    const int ch = std::min(nChannels, comm->algos[a].maxChannels);
     for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
       if (!(protoMask & api->protoMask & (1u << p))) continue;
       float t = -1;
-      if (api->cost(comm->algos[a].ctx, task.func, p, bytes, nChannels, &t) != ncclSuccess || t < 0) continue;
-      if (d->algo < 0 || t < d->timeUs) *d = Decision{a, p, nChannels, 0, t};
+      if (api->cost(comm->algos[a].ctx, task.func, p, bytes, ch, &t) != ncclSuccess || t < 0) continue;
+      if (d->algo < 0 || t < d->timeUs) *d = Decision{a, p, ch, 0, t};
     }
   }
   if (d->algo < 0) {
@@ -198,6 +196,7 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
   // Simple: two steps per chunk, so a rank can fill one step while its peer drains the previous one.
   // LL: one slot of lines per chunk.
   d->chunkBytes = d->proto == PLEXUS_PROTO_LL ? PLEXUS_LL_SLOT_LINES * 8 : comm->buffSize / PLEXUS_STEPS * 2;
+  cached = PlannerConfig::Cached{(int)task.func, bytes, *d};
   return ncclSuccess;
 }
 
@@ -210,16 +209,21 @@ float plannerEstimate(ncclComm* comm, const Task& task) {
 }
 
 ncclResult_t planAndLaunch(ncclComm* comm) {
-  std::vector<Task> tasks;
+  // The two vectors trade places, so neither allocates once both have grown to the usual group size.
+  std::vector<Task>& tasks = comm->plannedTasks;
+  tasks.clear();
   tasks.swap(comm->tasks);
   // Collectives first, then point-to-point, each in call order: ranks may interleave their sends
   // and receives differently, and every rank must see the collectives in the same order.
-  std::stable_partition(tasks.begin(), tasks.end(), [](const Task& t) { return !isP2p(t.func); });
+  auto isColl = [](const Task& t) { return !isP2p(t.func); };
+  if (!std::is_partitioned(tasks.begin(), tasks.end(), isColl)) std::stable_partition(tasks.begin(), tasks.end(), isColl);
   if (comm->planner.checkArgs) NCCLCHECK(crossCheck(comm, tasks));
-  std::vector<ConnectRequest> p2pConnectors;
-  for (const Task& t : tasks)
-    if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
-  NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
+  if (!tasks.empty() && isP2p(tasks.back().func)) {
+    std::vector<ConnectRequest> p2pConnectors;
+    for (const Task& t : tasks)
+      if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
+    NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
+  }
   size_t i = 0;
   while (i < tasks.size()) {
     // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo.
@@ -227,7 +231,9 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < comm->workFifo.capacity() / 2) j++;
     const uint32_t n = (uint32_t)(j - i);
     uint32_t first;
-    NCCLCHECK(comm->workFifo.reserve(n, &comm->abortFlag, &first));
+    // A full workFifo: run the stream's launches on this thread rather than wait for its worker.
+    HostStream* stream = tasks[i].stream;
+    NCCLCHECK(comm->workFifo.reserve(n, &comm->abortFlag, &first, [stream] { stream->help(); }));
     for (uint32_t k = 0; k < n; k++) {
       const Task& t = tasks[i + k];
       Decision d;

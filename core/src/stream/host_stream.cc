@@ -1,17 +1,27 @@
 #include "host_stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "misc/check.h"
 #include "misc/env.h"
+#include <plexus/device/arch.h>
 
 namespace plexus {
 
+static uint64_t nowNs() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 HostStream::HostStream()
-    : launchDelay_(std::chrono::microseconds(envInt("LAUNCH_DELAY_US", 20))), worker_([this] { workerLoop(); }) {}
+    : slots_(new Slot[kSlots]),
+      launchDelay_(std::chrono::microseconds(std::max<int64_t>(1, envInt("LAUNCH_DELAY_US", 20)))),
+      worker_([this] { workerLoop(); }) {}
 
 HostStream::~HostStream() {
   synchronize();
@@ -23,105 +33,181 @@ HostStream::~HostStream() {
   worker_.join();
 }
 
-void HostStream::enqueue(Op op) {
-  bool wake;
+void HostStream::wakeWorker() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(op));
-    enqueued_++;
-    wake = workerSleeping_;
+    workerAsleep_ = false;
   }
-  if (wake) workCv_.notify_one();
+  workCv_.notify_one();
 }
 
-bool HostStream::drain() {
-  std::unique_lock<std::mutex> exec(execMu_, std::try_to_lock);
-  if (!exec) return false;
-  for (;;) {
-    Op op;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) return true;
-      op = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    ncclResult_t r = op();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (r != ncclSuccess && error_ == ncclSuccess) error_ = r;
-    // Wake synchronizing threads only when one of them is done: a wake-up per operation would
-    // cost a context switch each.
-    if (++completed_ >= wakeAt_) {
-      wakeAt_ = UINT64_MAX;
-      doneCv_.notify_all();
-    }
+void HostStream::enqueue(Op op) {
+  const uint64_t ticket = tail_.fetch_add(1);
+  // A full ring: this thread has nothing better to do than run the oldest operations itself.
+  if (ticket - head_.load(std::memory_order_acquire) >= kSlots) {
+    syncing_++;
+    for (uint32_t iter = 0; ticket - head_.load(std::memory_order_acquire) >= kSlots; iter++)
+      if (!tryRun(false)) dev::backoff(iter < 8192 ? iter : 8192);
+    syncing_--;
   }
+  Slot& slot = slots_[ticket % kSlots];
+  slot.op = std::move(op);
+  slot.seq.store(ticket + 1);  // seq_cst: ordered before the check of workerAsleep_ below
+  if (workerAsleep_.load()) wakeWorker();
+}
+
+bool HostStream::tryRun(bool isWorker) {
+  if (running_.exchange(true, std::memory_order_acquire)) return false;
+  for (uint64_t h = head_.load(std::memory_order_relaxed); published(h); h++) {
+    // The worker hands the queue over to a synchronizing thread as soon as one waits: that thread
+    // is awake anyway, and the two would otherwise take turns on a core.
+    if (isWorker && syncing_.load()) break;
+    Slot& slot = slots_[h % kSlots];
+    Op op = std::move(slot.op);
+    slot.op = nullptr;
+    ncclResult_t r = op();
+    if (r != ncclSuccess) {
+      int expected = ncclSuccess;
+      error_.compare_exchange_strong(expected, r);
+    }
+    head_.store(h + 1);  // seq_cst: ordered before the check of wakeAt_
+    // Wake a synchronizing thread only when what it waits for is done: a wake-up per operation
+    // would cost a context switch each.
+    if (h + 1 >= wakeAt_.load()) notifyDone();
+  }
+  running_.store(false);  // seq_cst: ordered before the checks of workerWaits_ and syncing_
+  if (workerWaits_.load()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    workCv_.notify_one();
+  }
+  if (isWorker && syncing_.load()) notifyDone();
+  return true;
+}
+
+void HostStream::notifyDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  wakeAt_ = UINT64_MAX;
+  doneCv_.notify_all();
 }
 
 void HostStream::workerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  using std::chrono::microseconds;
+  const microseconds maxPeriod(1000);
+  constexpr int kQuietChecks = 8;  // timer checks with nothing queued before the worker sleeps
+  microseconds period = launchDelay_;
+  int quiet = 0;
+  // An operation still first in the queue at two checks a launch delay apart was left unclaimed.
+  uint64_t frontSeen = UINT64_MAX;
   while (!stop_) {
-    if (queue_.empty()) {
-      workerSleeping_ = true;
-      workCv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      workerSleeping_ = false;
+    const uint64_t front = head_.load();
+    if (!published(front)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (quiet >= kQuietChecks) {
+        workerAsleep_ = true;  // seq_cst: ordered before the check below, as enqueue's store and load
+        if (!published(head_.load()))
+          workCv_.wait(lock, [this] { return stop_ || !workerAsleep_; });
+        workerAsleep_ = false;
+        period = launchDelay_;
+        quiet = 0;
+      } else {
+        workCv_.wait_for(lock, period, [this] { return stop_.load(); });
+        quiet++;
+        period = std::min(period * 2, maxPeriod);
+      }
       continue;
     }
-    // Leave a moment for a thread that synchronizes to run the queue itself: it is awake and warm,
-    // and the two would otherwise compete for a core. The worker runs whatever nobody claims, so
-    // every operation makes progress even if the application never synchronizes.
-    workCv_.wait_for(lock, launchDelay_, [this] { return stop_ || queue_.empty(); });
-    if (stop_ || queue_.empty()) continue;
-    lock.unlock();
-    if (!drain()) {
-      // A synchronizing thread is running the queue; wait until it is done with it.
-      std::lock_guard<std::mutex> exec(execMu_);
+    if (running_.load()) {
+      // Another thread runs the queue: sleep until it lets go (not on a timer: waking up while the
+      // ranks' threads spin would take a core they need).
+      std::unique_lock<std::mutex> lock(mu_);
+      workerWaits_ = true;  // seq_cst: ordered before the check of running_, as tryRun's store and load
+      workCv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_ || !running_.load(); });
+      workerWaits_ = false;
+      frontSeen = UINT64_MAX;
+      continue;
     }
-    lock.lock();
+    // Leave each operation to a synchronizing thread for a launch delay: it is awake and warm, and
+    // the two would otherwise compete for a core.
+    if (front != frontSeen || !tryRun(true)) {
+      frontSeen = front;
+      std::unique_lock<std::mutex> lock(mu_);
+      workCv_.wait_for(lock, launchDelay_, [this] { return stop_.load(); });
+      continue;
+    }
+    // Work was left unclaimed: check back promptly.
+    period = launchDelay_;
+    quiet = 0;
   }
 }
 
 ncclResult_t HostStream::synchronize() {
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    target = enqueued_;
-  }
-  for (;;) {
-    drain();
-    std::unique_lock<std::mutex> lock(mu_);
-    if (completed_ >= target) {
-      ncclResult_t r = error_;
-      error_ = ncclSuccess;
-      return r;
+  const uint64_t target = tail_.load();
+  if (head_.load() >= target) return (ncclResult_t)error_.exchange(ncclSuccess);
+  syncing_++;
+  for (uint32_t iter = 0; head_.load() < target; iter++) {
+    if (tryRun(false)) continue;  // ran what was published (the rest is still being enqueued)
+    if (iter < 64) {
+      dev::backoff(iter);
+      continue;
     }
-    // The worker holds the queue: sleep until it has completed what this thread waits for.
-    wakeAt_ = std::min(wakeAt_, target);
-    doneCv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return completed_ >= target; });
+    // Another thread runs the operations: sleep until what this thread waits for is done, or the
+    // worker has handed the queue over.
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t at = wakeAt_.load();
+    while (target < at && !wakeAt_.compare_exchange_weak(at, target)) {
+    }
+    // seq_cst: wakeAt_ is set before head_ and running_ are checked, as tryRun's stores and loads.
+    if (head_.load() < target && running_.load()) doneCv_.wait_for(lock, std::chrono::milliseconds(10));
   }
+  syncing_--;
+  return (ncclResult_t)error_.exchange(ncclSuccess);
 }
 
-bool HostStream::idle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_ == enqueued_;
+void HostStream::help() {
+  syncing_++;
+  tryRun(false);
+  syncing_--;
 }
+
+bool HostStream::idle() const { return head_.load() == tail_.load(); }
 
 static std::mutex registryMutex;
 static std::unordered_set<HostStream*>& registry() {
   static auto* set = new std::unordered_set<HostStream*>();
   return *set;
 }
+// Bumped whenever a stream is destroyed: a thread's cached answer is good while the epoch holds, so
+// the launch path looks a stream up without taking the registry's lock.
+static std::atomic<uint64_t> registryEpoch{0};
 
 HostStream* hostStreamOf(cudaStream_t stream, int device) {
-  std::lock_guard<std::mutex> lock(registryMutex);
-  if (!stream) {
-    // Default streams live as long as the process: a thread may still be running on one at exit.
-    static auto* defaults = new std::unordered_map<int, HostStream*>();
-    HostStream*& s = (*defaults)[device];
-    if (!s) s = new HostStream();
-    return s;
+  thread_local cudaStream_t cachedStream = nullptr;
+  thread_local int cachedDevice = -1;
+  thread_local HostStream* cached = nullptr;
+  thread_local uint64_t cachedEpoch = 0;
+  const uint64_t epoch = registryEpoch.load(std::memory_order_acquire);
+  if (cached && cachedStream == stream && (stream || cachedDevice == device) && cachedEpoch == epoch) return cached;
+  HostStream* s = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    if (!stream) {
+      // Default streams live as long as the process: a thread may still be running on one at exit.
+      static auto* defaults = new std::unordered_map<int, HostStream*>();
+      HostStream*& d = (*defaults)[device];
+      if (!d) d = new HostStream();
+      s = d;
+    } else {
+      auto* candidate = reinterpret_cast<HostStream*>(stream);
+      if (registry().count(candidate)) s = candidate;
+    }
   }
-  auto* s = reinterpret_cast<HostStream*>(stream);
-  return registry().count(s) ? s : nullptr;
+  if (s) {
+    cachedStream = stream;
+    cachedDevice = device;
+    cached = s;
+    cachedEpoch = epoch;
+  }
+  return s;
 }
 
 int getDevice();
@@ -134,13 +220,9 @@ static void registerStream(HostStream* s) {
 
 static bool unregisterStream(HostStream* s) {
   std::lock_guard<std::mutex> lock(registryMutex);
-  return registry().erase(s) == 1;
-}
-
-static uint64_t nowNs() {
-  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  if (registry().erase(s) != 1) return false;
+  registryEpoch.fetch_add(1, std::memory_order_acq_rel);
+  return true;
 }
 
 }  // namespace plexus

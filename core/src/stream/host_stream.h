@@ -1,8 +1,13 @@
 // Host streams and events: the host backend's CUDA streams. A stream is an in-order queue of
 // operations. A thread that synchronizes the stream runs pending operations itself; the stream's own
-// worker thread runs whatever is left unclaimed after a short launch delay (PLEXUS_LAUNCH_DELAY_US),
-// so operations progress even when nobody synchronizes, and a synchronizing thread never competes
+// worker thread runs whatever is left unclaimed for a launch delay (PLEXUS_LAUNCH_DELAY_US), so
+// operations progress even when nobody synchronizes, and a synchronizing thread never competes
 // with a worker for a core.
+//
+// The worker is not woken per operation (a wake-up is a context switch, and on a busy node the worker
+// would take the core a peer rank needs): after activity it checks back on a timer whose period
+// doubles while synchronizing threads claim everything, and only after a quiet spell does it sleep
+// until the next enqueue wakes it.
 #pragma once
 
 #include <nccl.h>
@@ -12,7 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -29,20 +34,42 @@ class HostStream {
 
   void enqueue(Op op);
   ncclResult_t synchronize();  // returns the first error of the operations since the last synchronize
-  bool idle();
+  bool idle() const;
+  // Runs what is queued on the calling thread unless another thread is running it: for a thread that
+  // must wait for the queue to drain (a producer facing a full workFifo).
+  void help();
 
  private:
-  void workerLoop();
-  bool drain();  // runs queued operations if no one else is; false if someone else is
+  // Operations live in a ring of slots: a producer takes a ticket (tail_), fills the ticket's slot and
+  // publishes it (seq = ticket + 1); whoever runs operations takes them in ticket order and advances
+  // head_. The launch path takes no lock; locks only guard the sleeps of the worker and of threads
+  // waiting for another thread's operations.
+  static constexpr uint64_t kSlots = 1024;
+  struct Slot {
+    std::atomic<uint64_t> seq{0};
+    Op op;
+  };
 
+  void workerLoop();
+  // Runs published operations unless another thread is (false then). The worker stops early when a
+  // synchronizing thread is waiting, to hand the queue over.
+  bool tryRun(bool isWorker);
+  void notifyDone();
+  bool published(uint64_t ticket) const { return slots_[ticket % kSlots].seq.load() == ticket + 1; }
+  void wakeWorker();
+
+  std::unique_ptr<Slot[]> slots_;
+  alignas(64) std::atomic<uint64_t> tail_{0};  // tickets handed out
+  alignas(64) std::atomic<uint64_t> head_{0};  // operations completed
+  std::atomic<bool> running_{false};           // a thread is running operations
+  std::atomic<int> error_{ncclSuccess};        // first error since the last synchronize
+  std::atomic<int> syncing_{0};                // threads in synchronize
+  std::atomic<uint64_t> wakeAt_{UINT64_MAX};   // smallest head a thread asleep on doneCv_ waits for
+  std::atomic<bool> workerAsleep_{false};      // waits for an enqueue, not on a timer
+  std::atomic<bool> workerWaits_{false};       // waits for the thread running the queue to let go
+  std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable workCv_, doneCv_;
-  std::deque<Op> queue_;
-  uint64_t enqueued_ = 0, completed_ = 0;
-  bool stop_ = false, workerSleeping_ = false;
-  uint64_t wakeAt_ = UINT64_MAX;  // smallest completion count a synchronizing thread waits for
-  ncclResult_t error_ = ncclSuccess;
-  std::mutex execMu_;  // held by whoever runs operations: keeps them in order
   const std::chrono::microseconds launchDelay_;
   std::thread worker_;
 };

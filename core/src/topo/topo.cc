@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -74,7 +75,15 @@ Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank
   t.node = t.rankNode[rank];
   t.localRank = t.rankLocalRank[rank];
   t.nLocalRanks = nodeCount[t.node];
+  t.cores = (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   return t;
 }
+
+LinkPerf localLinkPerf(const Topology& t, int nChannels) {
+  if (!t.coresShared(nChannels)) return LinkPerf{0.08f, 16.0f};
+  return LinkPerf{2.2f, 16.0f * (float)t.cores / (float)(t.nLocalRanks * nChannels)};
+}
+
+LinkPerf netLinkPerf() { return LinkPerf{8.0f, 3.0f}; }
 
 }  // namespace plexus

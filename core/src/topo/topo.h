@@ -26,7 +26,23 @@ struct Topology {
   int nLocalRanks = 0;
   std::vector<int> rankNode;   // node index per rank, nodes numbered by their lowest rank
   std::vector<int> rankLocalRank;
+  int cores = 1;               // online CPUs of this node
+
+  // True when the node's ranks, each running nChannels host channels, outnumber its cores.
+  bool coresShared(int nChannels) const { return (long)nLocalRanks * nChannels > cores; }
 };
+
+// What cost models assume of a link: one hop's latency and one channel's bandwidth.
+struct LinkPerf {
+  float hopUs;
+  float gbs;
+};
+// Host shared memory between the node's ranks, measured on a 2-core EPYC VM (a hop of ~0.08 us
+// with a core per rank, ~2.2 us of context switch when they share; ~16 GB/s per channel of cached
+// copies, shared out when the ranks' channels outnumber the cores).
+LinkPerf localLinkPerf(const Topology& t, int nChannels);
+// The network between nodes (the socket net over TCP until the net transport measures its plugin).
+LinkPerf netLinkPerf();
 
 Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank);
 

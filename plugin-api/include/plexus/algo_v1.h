@@ -36,11 +36,21 @@ typedef struct plexusAlgoTopo_v1 {
   int nLocalRanks;
   const int* rankNode;      /* node index of each rank */
   const int* rankLocalRank; /* local rank of each rank */
+  /* What the core estimates of the links, for cost models: the latency of one hop (a step handed to
+   * a peer and seen there) and the bandwidth of one channel, within a node and between nodes; and
+   * whether the node's ranks share cores, where every rank a step waits for costs a context switch. */
+  float localHopUs;
+  float localGBs;
+  float netHopUs;
+  float netGBs;
+  int coresShared;
+  int stepBytes; /* Simple protocol bytes per step (NCCL_BUFFSIZE / PLEXUS_STEPS): the pipeline's grain */
 } plexusAlgoTopo_v1_t;
 
 /* Which connections a graph needs; the core sets up connectors for them. */
 #define PLEXUS_ALGO_CONNECT_RING 0x1 /* recv from ring.prev, send to ring.next */
 #define PLEXUS_ALGO_CONNECT_TREE 0x2 /* both directions with tree.up and every tree.down */
+#define PLEXUS_ALGO_CONNECT_ALL 0x4  /* both directions with every other rank, on the first maxChannels channels */
 
 typedef struct plexusAlgoChannelGraph_v1 {
   int* ringOrder;          /* [nRanks], filled by the plugin: the ranks in ring order */
@@ -50,6 +60,8 @@ typedef struct plexusAlgoChannelGraph_v1 {
 typedef struct plexusAlgoGraph_v1 {
   int nChannels;        /* in: channels the core will run; the plugin fills each of them */
   uint32_t connectMask; /* out: PLEXUS_ALGO_CONNECT_* */
+  int maxChannels;      /* out: most channels one operation of this algorithm runs on (0: nChannels) */
+  int pad0;
   plexusAlgoChannelGraph_v1_t channels[PLEXUS_MAXCHANNELS];
 } plexusAlgoGraph_v1_t;
 
@@ -77,8 +89,9 @@ typedef struct plexusAlgo_v1 {
 
 #ifdef __cplusplus
 } /* extern "C" */
-static_assert(sizeof(plexusAlgoTopo_v1_t) == 40, "plexusAlgoTopo_v1_t layout");
+static_assert(sizeof(plexusAlgoTopo_v1_t) == 64, "plexusAlgoTopo_v1_t layout");
 static_assert(sizeof(plexusAlgoChannelGraph_v1_t) == 32, "plexusAlgoChannelGraph_v1_t layout");
+static_assert(offsetof(plexusAlgoGraph_v1_t, channels) == 16, "plexusAlgoGraph_v1_t layout");
 static_assert(sizeof(plexusAlgo_v1_t) == 72, "plexusAlgo_v1_t layout");
 #endif
 

@@ -72,8 +72,8 @@ typedef struct plexusConnInfo_v1 {
   void** ptrExchange;
   uint64_t* redOpArgExchange;
   plexusConnFifo_v1_t* connFifo;
-  uint64_t step; /* steps completed on this connection; kept across operations */
-  uint64_t llLastCleaning;
+  uint64_t step;      /* steps completed on this connection; kept across operations */
+  uint64_t headCache; /* send side: the last *head seen, so credit is read from the peer only when it runs out */
 } plexusConnInfo_v1_t;
 
 typedef struct plexusDevConnector_v1 {

@@ -56,49 +56,55 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
   return ncclSuccess;
 }
 
-// Alpha-beta model: steps on the critical path times the per-step latency, plus the bytes the
-// busiest link carries over the channels' bandwidth. nBytes is NCCL's size for the func: the whole
-// buffer for AllReduce, Broadcast and Reduce, nranks blocks for AllGather and ReduceScatter.
-//   AllReduce              2(n-1) steps, 2(n-1)/n * nBytes per link (reduce-scatter + all-gather)
-//   AllGather/ReduceScatter  n-1 steps,   (n-1)/n * nBytes per link
-//   Broadcast/Reduce         n-1 steps (pipeline fill), nBytes per link (every link on the chain)
-// Host shared memory: ~1.5 us per step, ~6 GB/s per channel; the network adds latency per
-// inter-node hop. One rank: a local copy.
+// Alpha-beta model with the link figures the core gives (topo): the steps on the critical path
+// times a hop's latency, the bytes the busiest link carries over the channels' bandwidth, and the
+// pipeline's fill (the first chunk crosses every step before the last link is busy). nBytes is
+// NCCL's size for the func: the whole buffer for AllReduce, Broadcast and Reduce, nranks blocks for
+// AllGather and ReduceScatter.
+//   AllReduce                2(n-1) steps, 2(n-1)/n * nBytes per link (reduce-scatter + all-gather)
+//   AllGather/ReduceScatter  n-1 steps,    (n-1)/n * nBytes per link
+//   Broadcast/Reduce         n-1 steps,    nBytes per link (every link on the chain)
+// Across nodes, the ring's nNodes network hops set its bandwidth and add their latency. LL: a
+// receiver polls the data lines themselves (a quarter of Simple's hop on the host), at a quarter of
+// the bandwidth (half of each line is flags, and it is staged through registers).
 ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
-  const int n = c->topo.nRanks;
+  const plexusAlgoTopo_v1_t& t = c->topo;
+  const int n = t.nRanks;
   *timeUs = -1.0f;
   if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
-  float steps, bytesPerLink;
-  const float bytes = (float)nBytes;
+  const float bytes = (float)nBytes, ch = (float)(nChannels > 0 ? nChannels : 1);
+  float steps, linkBytes, partBytes;
   switch (func) {
     case ncclFuncAllReduce:
       steps = 2.0f * (n - 1);
-      bytesPerLink = 2.0f * (n - 1) / n * bytes;
+      linkBytes = 2.0f * (n - 1) / n * bytes;
+      partBytes = bytes / n / ch;
       break;
     case ncclFuncAllGather:
     case ncclFuncReduceScatter:
       steps = (float)(n - 1);
-      bytesPerLink = (float)(n - 1) / n * bytes;
+      linkBytes = (float)(n - 1) / n * bytes;
+      partBytes = bytes / n / ch;
       break;
     case ncclFuncBroadcast:
     case ncclFuncReduce:
       steps = (float)(n - 1);
-      bytesPerLink = bytes;
+      linkBytes = bytes;
+      partBytes = bytes / ch;
       break;
     default: return ncclSuccess;
   }
   if (n <= 1) {
-    steps = 0.0f;
-    bytesPerLink = bytes;
+    *timeUs = bytes / (t.localGBs * 1e3f);
+    return ncclSuccess;
   }
-  // LL: the receiver polls the data lines themselves (a little less latency per step); half of each
-  // line is flags and it is staged through a bounce buffer (far less bandwidth). Measured on the host
-  // backend (2 processes): LL and Simple are at parity up to a few hundred bytes, Simple ahead beyond.
   const bool ll = proto == PLEXUS_PROTO_LL;
-  const float stepLat = (c->topo.nNodes > 1 ? 8.0f : 1.5f) * (ll ? 0.8f : 1.0f);
-  const float bwGBs = (c->topo.nNodes > 1 ? 3.0f : 6.0f) * (ll ? 0.1f : 1.0f) * (nChannels > 0 ? nChannels : 1);
-  *timeUs = steps * stepLat + bytesPerLink / (bwGBs * 1e3f);
+  const float netShare = (float)(t.nNodes > 1 ? t.nNodes : 0) / n;  // of the ring's hops
+  const float hopUs = (1.0f - netShare) * t.localHopUs + netShare * t.netHopUs;
+  const float gbs = (t.nNodes > 1 ? t.netGBs : t.localGBs) * (ll ? 0.25f : 1.0f);
+  const float grain = partBytes < (float)t.stepBytes ? partBytes : (float)t.stepBytes;
+  *timeUs = steps * hopUs * (ll ? 0.25f : 1.0f) + linkBytes / (gbs * ch * 1e3f) + (steps - 1) * grain / (gbs * 1e3f);
   return ncclSuccess;
 }
 

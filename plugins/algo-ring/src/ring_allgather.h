@@ -32,7 +32,7 @@ PLEXUS_HD void runAllGather(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
   const bool inPlace = (const T*)w->sendbuff == (const T*)w->recvbuff + (size_t)rank * count;
   /* Input: sendbuff (one block, offsets within it); output: recvbuff (all blocks). */
   RingPrims<T, F> prims(comm, ch, tid, nthreads, w->proto, w->sendbuff, w->recvbuff, 0);
-  const size_t chunk = ringChunk(w, chCount);
+  const size_t chunk = workChunk(w, chCount);
   auto outOff = [&](int r, size_t blockOff) { return (size_t)r * count + blockOff; };
   for (size_t base = 0; base < chCount && prims.ok(); base += chunk) {
     const size_t blk = chOff + base, n = minSize(chunk, chCount - base);

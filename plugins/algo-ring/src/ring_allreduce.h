@@ -26,7 +26,7 @@ PLEXUS_HD void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
 
   const int ringIx = ch->ring.index;
   RingPrims<T, F> prims(comm, ch, tid, nthreads, w->proto, w->sendbuff, w->recvbuff, workRedOpArg<T>(w));
-  const size_t chunk = ringChunk(w, chCount);
+  const size_t chunk = workChunk(w, chCount);
   const size_t loopSize = (size_t)nranks * chunk;
 
   for (size_t base = 0; base < chCount && prims.ok(); base += loopSize) {

@@ -29,7 +29,7 @@ PLEXUS_HD void runReduceScatter(const plexusDevComm_v1_t* comm, plexusDevChannel
   }
 
   RingPrims<T, F> prims(comm, ch, tid, nthreads, w->proto, w->sendbuff, w->recvbuff, workRedOpArg<T>(w));
-  const size_t chunk = ringChunk(w, chCount);
+  const size_t chunk = workChunk(w, chCount);
   auto inOff = [&](int r, size_t blockOff) { return (size_t)r * count + blockOff; };
   for (size_t base = 0; base < chCount && prims.ok(); base += chunk) {
     const size_t blk = chOff + base, n = minSize(chunk, chCount - base);

@@ -17,7 +17,8 @@
 
 namespace plexus::dev {
 
-#define PLEXUS_MAX_PRIM_PEERS 4
+/* Peers one primitives instance talks to at once: tree arity, or every other rank of a direct algorithm. */
+#define PLEXUS_MAX_PRIM_PEERS 8
 
 /* Polls ready() until it holds; false when the communicator aborts or the wait outlives the timeout.
  * The channel then says which (status) and on whom it waited (waitPeer, waitIsSend, waitSince), and
@@ -66,6 +67,7 @@ struct PeerConns {
   plexusConnInfo_v1_t* recv[PLEXUS_MAX_PRIM_PEERS];
   plexusConnInfo_v1_t* send[PLEXUS_MAX_PRIM_PEERS];
   uint64_t recvStep[PLEXUS_MAX_PRIM_PEERS], sendStep[PLEXUS_MAX_PRIM_PEERS];
+  uint64_t sendHead[PLEXUS_MAX_PRIM_PEERS]; /* the send peers' heads as last read */
 
   PLEXUS_HD void load(plexusDevChannel_v1_t* ch, const int* recvPeers, int nr, const int* sendPeers, int ns) {
     nrecv = nr;
@@ -79,18 +81,28 @@ struct PeerConns {
       sendPeer[i] = sendPeers[i];
       send[i] = &ch->peers[sendPeers[i]].send.conn;
       sendStep[i] = send[i]->step;
+      sendHead[i] = send[i]->headCache;
     }
   }
   PLEXUS_HD void store() {
     for (int i = 0; i < nrecv; i++) recv[i]->step = recvStep[i];
-    for (int i = 0; i < nsend; i++) send[i]->step = sendStep[i];
+    for (int i = 0; i < nsend; i++) {
+      send[i]->step = sendStep[i];
+      send[i]->headCache = sendHead[i];
+    }
   }
-  /* Thread 0 waits until every send connector has a free slot for the next step. */
+  /* Thread 0 waits until every send connector has a free slot for the next step. The peer's head is
+   * read only when the credit last seen is used up (NCCL's sendConnHeadCache): reading it every step
+   * would cost a cache miss on the critical path. */
   PLEXUS_HD bool waitSendCredit(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch) {
-    for (int i = 0; i < nsend; i++)
-      if (sendStep[i] + 1 > PLEXUS_STEPS &&
-          !waitAtLeast(comm, ch, send[i]->head, sendStep[i] + 1 - PLEXUS_STEPS, sendPeer[i], 1))
-        return false;
+    for (int i = 0; i < nsend; i++) {
+      if (sendStep[i] + 1 <= PLEXUS_STEPS) continue;
+      const uint64_t need = sendStep[i] + 1 - PLEXUS_STEPS;
+      if (sendHead[i] >= need) continue;
+      const volatile uint64_t* head = send[i]->head;
+      uint64_t* seen = &sendHead[i];
+      if (!waitUntil(comm, ch, sendPeer[i], 1, [&]() { return (*seen = loadAcquire(head)) >= need; })) return false;
+    }
     return true;
   }
 };
@@ -120,6 +132,13 @@ class PrimitiveOps {
     d().template op<true, true, false, true>(0, outOff, n, postOp);
   }
   PLEXUS_HD void recvSend(size_t n) { d().template op<true, true, false, false>(0, 0, n, false); }
+  /* Direct algorithms: reduces the recv peers' slices together with this rank's own slice, already in
+   * the output with the pre-op applied (copySend put it there), taken at position selfPos among the
+   * recv peers, into the output. With peers in rank order every rank combines the same values in the
+   * same order, so every rank gets the same bits. */
+  PLEXUS_HD void recvReduceOrdered(size_t outOff, size_t n, int selfPos, bool postOp = false) {
+    d().template op<true, false, false, true>(0, outOff, n, postOp, selfPos);
+  }
 
  private:
   PLEXUS_HD Derived& d() { return *static_cast<Derived*>(this); }
@@ -151,7 +170,7 @@ class Primitives : public PrimitiveOps<Primitives<T, F>> {
 
  private:
   template <bool Recv, bool Send, bool Src, bool Dst>
-  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp) {
+  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp, int selfPos = -1) {
     for (size_t done = 0; done < nelem && ok(); done += sliceElems_) {
       size_t n = nelem - done < sliceElems_ ? nelem - done : sliceElems_;
       if (tid_ == 0) waitPeers<Recv, Send>();
@@ -162,7 +181,11 @@ class Primitives : public PrimitiveOps<Primitives<T, F>> {
       int nsrc = 0, ndst = 0;
       if (Src) srcs[nsrc++] = input_ + inOff + done;
       if (Recv)
-        for (int i = 0; i < p_.nrecv; i++) srcs[nsrc++] = (const T*)slot(p_.recv[i], p_.recvStep[i]);
+        for (int i = 0; i < p_.nrecv; i++) {
+          if (i == selfPos) srcs[nsrc++] = output_ + outOff + done;
+          srcs[nsrc++] = (const T*)slot(p_.recv[i], p_.recvStep[i]);
+        }
+      if (selfPos >= p_.nrecv) srcs[nsrc++] = output_ + outOff + done;
       if (Dst) dsts[ndst++] = output_ + outOff + done;
       if (Send)
         for (int i = 0; i < p_.nsend; i++) dsts[ndst++] = (T*)slot(p_.send[i], p_.sendStep[i]);

@@ -56,7 +56,7 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
   /* Each thread owns a contiguous run of lines and the elements they carry (no element straddles a
    * line: elements are at most 8 bytes), so it reads, combines and writes them alone. */
   template <bool Recv, bool Send, bool Src, bool Dst>
-  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp) {
+  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp, int selfPos = -1) {
     const size_t sliceElems = kSliceBytes / sizeof(T), perLine = 8 / sizeof(T);
     for (size_t done = 0; done < nelem && ok(); done += sliceElems) {
       const size_t n = nelem - done < sliceElems ? nelem - done : sliceElems;
@@ -73,8 +73,10 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
       if (Recv)
         for (int i = 0; i < p_.nrecv; i++) {
           if (!readLines(i, l0, l1)) return;
+          if (i == selfPos) srcs[nsrc++] = output_ + outOff + done + e0;
           srcs[nsrc++] = (const T*)recvTmp_[i] + e0;
         }
+      if (selfPos >= p_.nrecv) srcs[nsrc++] = output_ + outOff + done + e0;
       if (Dst) dsts[ndst++] = output_ + outOff + done + e0;
       if (Send) dsts[ndst++] = (T*)sendTmp_ + e0;
       if (e1 > e0) reduceCopy<T, F>(0, 1, func_, srcs, nsrc, Src, dsts, ndst, postOp, e1 - e0);
@@ -97,9 +99,18 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
   PLEXUS_HD bool readLines(int i, size_t l0, size_t l1) {
     volatile plexusLLFifoLine_v1_t* l = lines(p_.recv[i], p_.recvStep[i]);
     const uint32_t flag = (uint32_t)(p_.recvStep[i] + 1);
+    if (l1 == l0) return true;
+    uint64_t w0, w1;
+    /* Wait on the last line first: polling lines the sender is still writing would bounce each cache
+     * line between the two cores. The sender writes in order, so on the host the earlier lines are
+     * there too; each line's flag is still checked. */
+    if (!waitLine(comm_, ch_, l + l1 - 1, flag, p_.recvPeer[i], &w0, &w1)) return false;
     for (size_t j = l0; j < l1; j++) {
-      uint64_t w0, w1;
-      if (!waitLine(comm_, ch_, l + j, flag, p_.recvPeer[i], &w0, &w1)) return false;
+      w0 = loadAcquire(&l[j].v[0]);
+      w1 = loadAcquire(&l[j].v[1]);
+      if (((uint32_t)(w0 >> 32) != flag || (uint32_t)(w1 >> 32) != flag) &&
+          !waitLine(comm_, ch_, l + j, flag, p_.recvPeer[i], &w0, &w1))
+        return false;
       recvTmp_[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
     }
     return true;

@@ -17,8 +17,9 @@
 
 namespace plexus::dev {
 
-#define PLEXUS_MAX_SRCS 5
-#define PLEXUS_MAX_DSTS 5
+/* A rank's own data plus one per primitive peer. */
+#define PLEXUS_MAX_SRCS 9
+#define PLEXUS_MAX_DSTS 9
 
 struct Range {
   size_t begin, end, stride;
@@ -76,14 +77,29 @@ PLEXUS_HD void reduceCopy(int tid, int nthreads, const F& f, const T* const* src
     else reduceCopy2<T, F, false, false>(f, r, nsrc, ndst, srcs[0], s1, dsts[0], d1);
     return;
   }
-  /* Wide fan-in or fan-out (trees): fold into dsts[0] pass by pass, then copy it out. Each pass only
-   * touches this thread's range, so no barrier is needed between passes. */
-  T* acc = dsts[0];
-  if (pre) reduceCopy2<T, F, F::hasPre, false>(f, r, 2, 1, srcs[0], srcs[1], acc, nullptr);
-  else reduceCopy2<T, F, false, false>(f, r, nsrc >= 2 ? 2 : 1, 1, srcs[0], srcs[1], acc, nullptr);
-  for (int s = 2; s < nsrc; s++) reduceCopy2<T, F, false, false>(f, r, 2, 1, acc, srcs[s], acc, nullptr);
-  if (post) reduceCopy2<T, F, false, F::hasPost>(f, r, 1, 1, acc, nullptr, acc, nullptr);
-  for (int d = 1; d < ndst; d++) reduceCopy2<T, F, false, false>(f, r, 1, 1, acc, nullptr, dsts[d], nullptr);
+  /* Wide fan-in or fan-out (trees, direct algorithms): fold block by block into a temporary, then
+   * copy it out, so a destination may be any of the sources. */
+#if defined(__CUDA_ARCH__)
+  for (size_t i = r.begin; i < r.end; i += r.stride) {
+    T v = srcs[0][i];
+    if (pre) v = f.pre(v);
+    for (int s = 1; s < nsrc; s++) v = f.op(v, srcs[s][i]);
+    if (post) v = f.post(v);
+    for (int d = 0; d < ndst; d++) dsts[d][i] = v;
+  }
+#else
+  constexpr size_t kBlock = 4096 / sizeof(T);
+  T tmp[kBlock];
+  for (size_t b = r.begin; b < r.end; b += kBlock) {
+    const Range br{0, (r.end - b < kBlock ? r.end - b : kBlock), 1};
+    const T* s1 = nsrc >= 2 ? srcs[1] + b : nullptr;
+    if (pre) reduceCopy2<T, F, F::hasPre, false>(f, br, nsrc >= 2 ? 2 : 1, 1, srcs[0] + b, s1, tmp, nullptr);
+    else reduceCopy2<T, F, false, false>(f, br, nsrc >= 2 ? 2 : 1, 1, srcs[0] + b, s1, tmp, nullptr);
+    for (int s = 2; s < nsrc; s++) reduceCopy2<T, F, false, false>(f, br, 2, 1, tmp, srcs[s] + b, tmp, nullptr);
+    if (post) reduceCopy2<T, F, false, F::hasPost>(f, br, 1, 1, tmp, nullptr, tmp, nullptr);
+    for (int d = 0; d < ndst; d++) memcpy(dsts[d] + b, tmp, br.end * sizeof(T));
+  }
+#endif
 }
 
 }  // namespace plexus::dev

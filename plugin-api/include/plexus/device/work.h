@@ -36,6 +36,24 @@ PLEXUS_HD uint64_t workRedOpArg(const plexusDevWork_v1_t* w) {
   return bits;
 }
 
+/* Elements per 64-byte cache line: channel parts start at multiples of it. */
+template <typename T>
+PLEXUS_HD size_t lineElems() {
+  return 64 / sizeof(T) ? 64 / sizeof(T) : 1;
+}
+
+/* Elements per pipeline chunk of a step loop over a channel part of n elements. */
+PLEXUS_HD size_t workChunk(const plexusDevWork_v1_t* w, size_t n) { return w->chunkCount ? w->chunkCount : (n ? n : 1); }
+
+/* The unsigned type of T's size: collectives that only move bytes (Broadcast, AllGather) run on it,
+ * so that each element size is compiled once whatever the datatype. */
+template <size_t N> struct BitsOfSize;
+template <> struct BitsOfSize<1> { using type = uint8_t; };
+template <> struct BitsOfSize<2> { using type = uint16_t; };
+template <> struct BitsOfSize<4> { using type = uint32_t; };
+template <> struct BitsOfSize<8> { using type = uint64_t; };
+template <typename T> using CopyType = typename BitsOfSize<sizeof(T)>::type;
+
 PLEXUS_HD size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
 PLEXUS_HD size_t alignUp(size_t a, size_t b) { return divUp(a, b) * b; }
 PLEXUS_HD size_t minSize(size_t a, size_t b) { return a < b ? a : b; }

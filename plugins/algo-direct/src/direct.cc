@@ -1,0 +1,108 @@
+// algo-direct: one-shot collectives among the ranks of one node (every rank connected to every
+// other on channel 0), an alpha-beta cost model, and the host entry of the step loops.
+#include <plexus/algo_v1.h>
+
+#include <new>
+
+#include "direct_collectives.h"
+
+namespace {
+
+ncclDebugLogger_t logger = nullptr;
+
+struct Context {
+  plexusAlgoTopo_v1_t topo;  // the arrays are not kept (valid during init only)
+};
+
+ncclResult_t directInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
+  logger = log;
+  auto* c = new (std::nothrow) Context{*topo};
+  if (!c) return ncclSystemError;
+  c->topo.rankNode = c->topo.rankLocalRank = nullptr;
+  *ctx = c;
+  return ncclSuccess;
+}
+
+// Every pair of ranks is connected on one channel; nothing else is needed. Across nodes (or beyond
+// the primitives' fan-out) the algorithm declines every operation in its cost model, so it asks for
+// no connections there either.
+ncclResult_t directBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
+  auto* c = (Context*)ctx;
+  const bool serves = c->topo.nNodes == 1 && c->topo.nRanks - 1 <= PLEXUS_MAX_PRIM_PEERS;
+  graph->connectMask = serves ? PLEXUS_ALGO_CONNECT_ALL : 0;
+  graph->maxChannels = 1;
+  return ncclSuccess;
+}
+
+// Alpha-beta model on one channel with the link figures the core gives: one hop of latency (but
+// where the node's ranks share cores every other rank has to run before the step completes, a hop
+// each), plus the bytes the busiest rank puts on its links (nBytes is NCCL's size for func):
+//   AllReduce, Broadcast, Reduce  (n-1) * nBytes   (every rank, or root, talks to every other)
+//   AllGather, ReduceScatter      (n-1)/n * nBytes (as a ring, in one hop)
+// at 70% of a ring's link bandwidth: every rank copies and reduces whole buffers, not parts. LL as in
+// algo-ring: a quarter of the hop, a quarter of the bandwidth.
+ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
+  auto* c = (Context*)ctx;
+  const plexusAlgoTopo_v1_t& t = c->topo;
+  const int n = t.nRanks;
+  *timeUs = -1.0f;
+  if (t.nNodes != 1 || n - 1 > PLEXUS_MAX_PRIM_PEERS || nChannels != 1) return ncclSuccess;
+  if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
+  const float bytes = (float)nBytes;
+  float linkBytes;
+  switch (func) {
+    case ncclFuncAllReduce:
+    case ncclFuncBroadcast:
+    case ncclFuncReduce: linkBytes = (float)(n - 1) * bytes; break;
+    case ncclFuncAllGather:
+    case ncclFuncReduceScatter: linkBytes = (float)(n - 1) / n * bytes; break;
+    default: return ncclSuccess;
+  }
+  if (n == 1) {
+    *timeUs = bytes / (t.localGBs * 1e3f);
+    return ncclSuccess;
+  }
+  const bool ll = proto == PLEXUS_PROTO_LL;
+  const float hops = t.coresShared ? (float)(n - 1) : 1.0f;
+  const float gbs = t.localGBs * 0.7f * (ll ? 0.25f : 1.0f);
+  *timeUs = hops * t.localHopUs * (ll ? 0.25f : 1.0f) + linkBytes / (gbs * 1e3f);
+  return ncclSuccess;
+}
+
+ncclResult_t directRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
+  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
+  plexus::direct::Runner runner{comm, ch, work, 0, 1, true};
+  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
+    if (logger)
+      logger(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
+             "algo-direct: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
+    return ncclInvalidArgument;
+  }
+  switch (ch->status) {
+    case PLEXUS_CHANNEL_OK: return ncclSuccess;
+    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
+    default: return ncclRemoteError;
+  }
+}
+
+ncclResult_t directFinalize(void* ctx) {
+  delete (Context*)ctx;
+  return ncclSuccess;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+    PLEXUS_ALGO_ABI_VERSION,
+    sizeof(plexusAlgo_v1_t),
+    "direct",
+    (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
+        (1u << ncclFuncReduceScatter),
+    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
+    directInit,
+    directBuildGraph,
+    directCost,
+    directRunHost,
+    nullptr, /* CUDA kernels: not yet; src/direct_device_check.cu keeps the step loops CUDA-clean */
+    directFinalize,
+};
