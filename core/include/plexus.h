@@ -58,6 +58,15 @@ typedef struct {
   size_t chunkBytes;
 } plexusDecision_t;
 ncclResult_t plexusCommLastDecision(ncclComm_t comm, plexusDecision_t* decision);
+/* Counters since the communicator was created: operations launched, and point-to-point bytes that
+ * were written straight into the receiver's buffer (zero-copy: ranks of one process, or registered
+ * ncclMemAlloc memory between processes) or went through the connections' slots. */
+typedef struct {
+  uint64_t operations;
+  uint64_t p2pZeroCopyBytes;
+  uint64_t p2pSlotBytes;
+} plexusCommStats_t;
+ncclResult_t plexusCommGetStats(ncclComm_t comm, plexusCommStats_t* stats);
 
 #ifdef __cplusplus
 }

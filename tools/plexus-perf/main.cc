@@ -129,6 +129,8 @@ struct RankCtx {
   char* send = nullptr;
   char* recv = nullptr;
   int32_t* token = nullptr;  // barrier payload
+  void* sendReg = nullptr;   // -R 1: registration handles; -R 2: windows
+  void* recvReg = nullptr;
 };
 
 struct ThreadCtx {
@@ -246,8 +248,26 @@ void initRanks(ThreadCtx& t) {
   for (RankCtx& r : t.ranks) {
     setDevice(r.device);
     NCCL_OK(r.comm, plexusStreamCreate, (&r.stream));
-    r.send = allocBuffer(gW.allocBytes);
-    r.recv = allocBuffer(gW.allocBytes);
+    if (gW.opt.localRegister) {
+      // nccl-tests' -R: buffers the library can share with peers, registered with the communicator.
+      const size_t bytes = std::max<size_t>(gW.allocBytes, 1);
+      NCCL_OK(r.comm, ncclMemAlloc, ((void**)&r.send, bytes));
+      NCCL_OK(r.comm, ncclMemAlloc, ((void**)&r.recv, bytes));
+      std::memset(r.send, 0, bytes);
+      std::memset(r.recv, 0, bytes);
+      if (gW.opt.localRegister == 1) {
+        NCCL_OK(r.comm, ncclCommRegister, (r.comm, r.send, bytes, &r.sendReg));
+        NCCL_OK(r.comm, ncclCommRegister, (r.comm, r.recv, bytes, &r.recvReg));
+      } else {
+        NCCL_OK(r.comm, ncclCommWindowRegister,
+                (r.comm, r.send, bytes, (ncclWindow_t*)&r.sendReg, NCCL_WIN_COLL_SYMMETRIC));
+        NCCL_OK(r.comm, ncclCommWindowRegister,
+                (r.comm, r.recv, bytes, (ncclWindow_t*)&r.recvReg, NCCL_WIN_COLL_SYMMETRIC));
+      }
+    } else {
+      r.send = allocBuffer(gW.allocBytes);
+      r.recv = allocBuffer(gW.allocBytes);
+    }
     r.token = reinterpret_cast<int32_t*>(allocBuffer(sizeof(int32_t)));
   }
   setDevice(t.ranks[0].device);
@@ -262,10 +282,22 @@ void destroyRanks(ThreadCtx& t) {
     NCCL_OK(nullptr, ncclGroupEnd, ());
   }
   for (RankCtx& r : t.ranks) {
+    if (gW.opt.localRegister == 1) {
+      NCCL_OK(r.comm, ncclCommDeregister, (r.comm, r.sendReg));
+      NCCL_OK(r.comm, ncclCommDeregister, (r.comm, r.recvReg));
+    } else if (gW.opt.localRegister == 2) {
+      NCCL_OK(r.comm, ncclCommWindowDeregister, (r.comm, (ncclWindow_t)r.sendReg));
+      NCCL_OK(r.comm, ncclCommWindowDeregister, (r.comm, (ncclWindow_t)r.recvReg));
+    }
     NCCL_OK(r.comm, ncclCommDestroy, (r.comm));
     NCCL_OK(nullptr, plexusStreamDestroy, (r.stream));
-    std::free(r.send);
-    std::free(r.recv);
+    if (gW.opt.localRegister) {
+      NCCL_OK(nullptr, ncclMemFree, (r.send));
+      NCCL_OK(nullptr, ncclMemFree, (r.recv));
+    } else {
+      std::free(r.send);
+      std::free(r.recv);
+    }
     std::free(r.token);
   }
   t.ranks.clear();

@@ -79,6 +79,8 @@ void printUsage(FILE* out) {
                "  -t,--nthreads <n>         ranks run as threads in this process (default 1)\n"
                "  -g,--ngpus <n>            host devices (ranks) per thread (default 1)\n"
                "  -a,--average <0|1|2|3>    time reported: rank 0, mean, min, max over ranks (default 1)\n"
+               "  -R,--local_register <0|1|2> buffers from ncclMemAlloc, registered with ncclCommRegister (1)\n"
+               "                            or ncclCommWindowRegister, symmetric (2); 0: malloc (default 0)\n"
                "  -h,--help                 this message\n"
                "Launch modes: -t threads in one process; under mpirun (%s);\n"
                "  or any launcher setting PLEXUS_RANK/PLEXUS_NRANKS (or RANK/WORLD_SIZE) and\n"
@@ -110,11 +112,12 @@ Options parseOptions(int argc, char** argv, bool quiet) {
                                     {"nthreads", required_argument, nullptr, 't'},
                                     {"ngpus", required_argument, nullptr, 'g'},
                                     {"average", required_argument, nullptr, 'a'},
+                                    {"local_register", required_argument, nullptr, 'R'},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we word the errors ourselves
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:c:o:d:r:z:t:g:a:h", longOpts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:i:f:n:w:m:c:o:d:r:z:t:g:a:R:h", longOpts, nullptr)) != -1) {
     const std::string flag = optopt && (c == '?' || c == ':') ? std::string("-") + char(optopt) : argv[optind - 1];
     switch (c) {
       case 'b': o.minBytes = parseSize("-b", optarg); break;
@@ -129,6 +132,7 @@ Options parseOptions(int argc, char** argv, bool quiet) {
       case 't': o.nThreads = int(parseInt("-t", optarg, 1, PLEXUS_MAX_HOST_DEVICES)); break;
       case 'g': o.nGpus = int(parseInt("-g", optarg, 1, PLEXUS_MAX_HOST_DEVICES)); break;
       case 'a': o.average = int(parseInt("-a", optarg, 0, 3)); break;
+      case 'R': o.localRegister = int(parseInt("-R", optarg, 0, 2)); break;
       case 'r':
         o.root = std::string(optarg) == "all" ? -1 : int(parseInt("-r", optarg, -1, PLEXUS_MAX_HOST_DEVICES));
         break;

@@ -29,6 +29,7 @@ struct Options {
   int nGpus = 1;
   int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max
   int root = 0;     // -1: every root in turn
+  int localRegister = 0;  // -R: 1 ncclMemAlloc + ncclCommRegister, 2 + ncclCommWindowRegister (symmetric)
   std::vector<ncclDataType_t> types{ncclFloat};
   std::vector<ncclRedOp_t> ops{ncclSum};
 };

@@ -221,3 +221,13 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommLastDec
   *decision = comm->lastDecision;
   return ncclSuccess;
 }
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetStats(ncclComm_t comm,
+                                                                                   plexusCommStats_t* stats) {
+  NCCLCHECK(checkComm(comm, "plexusCommGetStats"));
+  if (!stats) return setError(comm, ncclInvalidArgument, "plexusCommGetStats: stats is NULL");
+  stats->operations = comm->opCount;
+  stats->p2pZeroCopyBytes = comm->p2pZeroCopyBytes.load(std::memory_order_relaxed);
+  stats->p2pSlotBytes = comm->p2pSlotBytes.load(std::memory_order_relaxed);
+  return ncclSuccess;
+}

@@ -24,6 +24,7 @@ namespace plexus {
 class HostExecutor;
 struct Task;
 struct CommRegistry;  // comm/memory.cc
+struct PeerMappings;  // transport/peer_memory.h
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -88,6 +89,10 @@ struct ncclComm {
   std::atomic<bool> revoked{false};
   // ncclCommRegister / ncclCommWindowRegister records (comm/memory.cc), made on first use.
   std::shared_ptr<plexus::CommRegistry> registry;
+  // Peers' ncclMemAlloc memory mapped for zero-copy point-to-point (used by the executor's thread).
+  std::unique_ptr<plexus::PeerMappings> peerMappings;
+  // plexusCommGetStats: point-to-point bytes received zero-copy, and through slots.
+  std::atomic<uint64_t> p2pZeroCopyBytes{0}, p2pSlotBytes{0};
 
   ncclComm();
   ~ncclComm();

@@ -16,6 +16,7 @@
 #include "misc/rand.h"
 #include "planner/planner.h"
 #include <plexus/device/arch.h>
+#include "transport/peer_memory.h"
 #include "transport/transport.h"
 
 ncclComm::ncclComm() = default;
@@ -229,6 +230,7 @@ ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady) {
 void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   comm->executor.reset();
+  comm->peerMappings.reset();
   transportFreeAll(comm);
   for (AlgoInstance& a : comm->algos)
     if (a.ctx) a.plugin->api->finalize(a.ctx);

@@ -89,6 +89,24 @@ bool memAllocationOf(const void* ptr, size_t size, MemAllocation* out) {
   return true;
 }
 
+bool registeredShareable(ncclComm* comm, const void* ptr, size_t size, MemAllocation* out) {
+  std::shared_ptr<CommRegistry> reg;
+  {
+    std::lock_guard<std::mutex> lock(registryMutex);
+    reg = comm->registry;
+  }
+  if (!reg) return false;
+  const uintptr_t b = (uintptr_t)ptr, e = b + size;
+  bool covered = false;
+  {
+    std::lock_guard<std::mutex> lock(reg->mutex);
+    for (auto& r : reg->regs) covered |= r->fromMemAlloc && r->begin <= b && e <= r->end;
+    for (auto& w : reg->windows)
+      covered |= w->fromMemAlloc && (uintptr_t)w->buff <= b && e <= (uintptr_t)w->buff + w->size;
+  }
+  return covered && memAllocationOf(ptr, size, out);
+}
+
 }  // namespace plexus
 
 using namespace plexus;
@@ -125,7 +143,8 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   }
   {
     std::lock_guard<std::mutex> lock(allocMutex);
-    allocations()[(uintptr_t)p] = MemAllocation{p, size, mapped, fd};
+    static uint64_t serials = 0;
+    allocations()[(uintptr_t)p] = MemAllocation{p, size, mapped, fd, ++serials};
   }
   INFO(NCCL_ALLOC, "ncclMemAlloc: %zu bytes at %p (memfd %d, %zu bytes mapped)", size, p, fd, mapped);
   *ptr = p;

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+struct ncclComm;
+
 namespace plexus {
 
 // One ncclMemAlloc allocation on the host backend: a memfd mapped MAP_SHARED, so that another process
@@ -15,9 +17,14 @@ struct MemAllocation {
   size_t size = 0;    // what the application asked for
   size_t mapped = 0;  // size rounded up to pages
   int fd = -1;
+  uint64_t serial = 0;  // unique within the process (fds are reused after ncclMemFree)
 };
 
 // The ncclMemAlloc allocation that contains [ptr, ptr + size); false if none does.
 bool memAllocationOf(const void* ptr, size_t size, MemAllocation* out);
+
+// True when [ptr, ptr + size) lies in ncclMemAlloc memory that is registered with comm
+// (ncclCommRegister or ncclCommWindowRegister): peers may then map it and write it directly.
+bool registeredShareable(ncclComm* comm, const void* ptr, size_t size, MemAllocation* out);
 
 }  // namespace plexus

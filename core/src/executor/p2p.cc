@@ -5,24 +5,35 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
 #include "comm/communicator.h"
+#include "comm/memory.h"
 #include "misc/check.h"
 #include "planner/planner.h"
+#include "transport/peer_memory.h"
 
 namespace plexus {
 
 namespace {
 
+// Messages of at least this many bytes may go zero-copy: the receiver first tells the sender where
+// to write (one extra hop), and the data crosses once instead of twice (into a slot, out of it).
+constexpr size_t kZeroCopyMinBytes = 64 * 1024;
+
 struct Message {
   char* buf;
   size_t bytes;
   size_t done;
+  enum class Mode { Slots, Negotiate, Direct } mode;
+  char* dst;  // Direct, send side: where the receiver wants the bytes
 };
 
 // The messages of one connector, in posting order.
 struct Queue {
   bool isSend;
   int peer;
+  bool sameProcess;
   plexusConnInfo_v1_t* conn;
   uint64_t step;
   std::vector<Message> msgs;
@@ -33,10 +44,74 @@ char* slot(plexusConnInfo_v1_t* c, uint64_t step) {
   return c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize;
 }
 
-// Moves one slice of the queue's current message if the connector allows it now.
-bool progress(Queue& q) {
+// The receiver's side of a large message: where the sender should write it. Same process: the buffer
+// itself; another process: the buffer's place in registered ncclMemAlloc memory; else the slots.
+void describeDestination(ncclComm* comm, const Queue& q, const Message& m, plexusPtrExchange_v1_t* x) {
+  x->kind = PLEXUS_XCHG_SLOTS;
+  x->size = m.bytes;
+  MemAllocation a;
+  if (q.sameProcess) {
+    x->kind = PLEXUS_XCHG_ADDRESS;
+    x->addr = (uint64_t)(uintptr_t)m.buf;
+  } else if (registeredShareable(comm, m.buf, m.bytes, &a)) {
+    x->kind = PLEXUS_XCHG_MEMFD;
+    x->pid = (uint64_t)getpid();
+    x->fd = (uint64_t)a.fd;
+    x->offset = (uint64_t)(m.buf - (char*)a.base);
+    x->serial = a.serial;
+  }
+}
+
+// Moves the queue's current message on if the connector allows it now: one slice, or the whole
+// message once zero-copy is agreed. Returns false when nothing could move; *err on a failure.
+bool progress(ncclComm* comm, Queue& q, ncclResult_t* err) {
   Message& m = q.msgs[q.current];
   plexusConnInfo_v1_t* c = q.conn;
+  plexusPtrExchange_v1_t* x = c->ptrExchange;
+  if (m.mode == Message::Mode::Negotiate) {
+    if (q.isSend) {
+      // Wait for the receiver's record for this step, then write where it says (or use the slots).
+      if (dev::loadAcquire(&x->seq) != q.step + 1) return false;
+      if (x->kind == PLEXUS_XCHG_SLOTS) {
+        m.mode = Message::Mode::Slots;
+        return true;
+      }
+      if (x->size != m.bytes) {
+        *err = setError(comm, ncclInvalidUsage,
+                        "rank %d: a send of %zu bytes to rank %d meets a receive of %llu bytes; counts must match",
+                        comm->rank, m.bytes, q.peer, (unsigned long long)x->size);
+        return false;
+      }
+      if (x->kind == PLEXUS_XCHG_ADDRESS) m.dst = (char*)(uintptr_t)x->addr;
+      else if ((*err = peerMemoryDestination(comm, q.peer, *x, &m.dst)) != ncclSuccess) return false;
+      memcpy(m.dst, m.buf, m.bytes);
+      dev::storeRelease(c->tail, ++q.step);
+    } else {
+      plexusPtrExchange_v1_t d{};
+      describeDestination(comm, q, m, &d);
+      x->kind = d.kind;
+      x->addr = d.addr;
+      x->size = d.size;
+      x->pid = d.pid;
+      x->fd = d.fd;
+      x->offset = d.offset;
+      x->serial = d.serial;
+      dev::storeRelease(&x->seq, q.step + 1);
+      m.mode = d.kind == PLEXUS_XCHG_SLOTS ? Message::Mode::Slots : Message::Mode::Direct;
+      return true;
+    }
+    m.done = m.bytes;
+    q.current++;
+    return true;
+  }
+  if (m.mode == Message::Mode::Direct) {  // receive side: the sender's write is complete at tail
+    if (dev::loadAcquire(c->tail) < q.step + 1) return false;
+    dev::storeRelease(c->head, ++q.step);
+    comm->p2pZeroCopyBytes.fetch_add(m.bytes, std::memory_order_relaxed);
+    m.done = m.bytes;
+    q.current++;
+    return true;
+  }
   const size_t n = std::min(m.bytes - m.done, (size_t)c->stepSize);
   if (q.isSend) {
     // The peer's head is read only when the credit last seen runs out (see PeerConns::waitSendCredit).
@@ -52,6 +127,7 @@ bool progress(Queue& q) {
     dev::storeRelease(c->head, ++q.step);
   }
   m.done += n;
+  if (!q.isSend) comm->p2pSlotBytes.fetch_add(n, std::memory_order_relaxed);
   if (m.done == m.bytes) q.current++;
   return true;
 }
@@ -78,10 +154,14 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
       if (!connector.connected)
         return setError(comm, ncclInternalError, "rank %d: no %s connector with rank %d for point-to-point",
                         comm->rank, isSend ? "send" : "recv", w->peer);
-      queues.push_back(Queue{isSend, w->peer, &connector.conn, connector.conn.step, {}, 0});
+      const bool sameProcess = comm->peerInfo[w->peer].pidHash == comm->peerInfo[comm->rank].pidHash;
+      queues.push_back(Queue{isSend, w->peer, sameProcess, &connector.conn, connector.conn.step, {}, 0});
       q = &queues.back();
     }
-    q->msgs.push_back(Message{isSend ? (char*)w->sendbuff : (char*)w->recvbuff, bytes, 0});
+    // Both sides take the same path by the same rule: the message's size and the transport.
+    const bool negotiate = bytes >= kZeroCopyMinBytes && q->conn->ptrExchange;
+    q->msgs.push_back(Message{isSend ? (char*)w->sendbuff : (char*)w->recvbuff, bytes, 0,
+                              negotiate ? Message::Mode::Negotiate : Message::Mode::Slots, nullptr});
   }
   if (selfSends.size() != selfRecvs.size())
     return setError(comm, ncclInvalidUsage, "rank %d: %zu send(s) to itself but %zu receive(s) from itself in one group",
@@ -100,12 +180,17 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
   size_t pending = 0;
   for (Queue& q : queues) pending += q.msgs.size();
   uint64_t waitStart = 0;
+  ncclResult_t err = ncclSuccess;
   for (uint32_t iter = 0; pending > 0;) {
     bool moved = false;
     pending = 0;
     for (Queue& q : queues) {
       // A queue moves until its connector runs out of credit (sends) or data (receives).
-      while (q.current < q.msgs.size() && progress(q)) moved = true;
+      while (q.current < q.msgs.size() && progress(comm, q, &err)) moved = true;
+      if (err != ncclSuccess) {
+        for (Queue& e : queues) e.conn->step = e.step;
+        return err;
+      }
       pending += q.msgs.size() - q.current;
     }
     if (moved) {

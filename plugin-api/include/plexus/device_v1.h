@@ -58,6 +58,24 @@ typedef struct plexusConnFifo_v1 {
   void* ptr;
 } plexusConnFifo_v1_t;
 
+/* Zero-copy point-to-point (NCCL's ptrExchange): for a large message the receiver tells the sender
+ * where to write it, in this record, which lives in the sender's connection memory. The receiver
+ * writes the fields, then seq; the sender reads seq, then the fields. */
+#define PLEXUS_XCHG_SLOTS 0   /* use the connection's slots as usual */
+#define PLEXUS_XCHG_ADDRESS 1 /* addr is the destination in the sender's address space (same process) */
+#define PLEXUS_XCHG_MEMFD 2   /* the destination is offset bytes into the receiver's memfd (pid, fd) */
+
+typedef struct plexusPtrExchange_v1 {
+  volatile uint64_t seq; /* the connection step the record is for, plus one; 0: none yet */
+  uint64_t kind;         /* PLEXUS_XCHG_* */
+  uint64_t addr;
+  uint64_t size;   /* bytes the receiver takes */
+  uint64_t pid;    /* MEMFD: the receiver's process, */
+  uint64_t fd;     /* its file descriptor of the memory, */
+  uint64_t offset; /* the destination's offset in it, */
+  uint64_t serial; /* and the allocation's serial number in that process (fds are reused) */
+} plexusPtrExchange_v1_t;
+
 /* One direction of one connection, as its kernel sees it. For a send connector buffs/tail/connFifo
  * are the receiver's and head is local; for a recv connector the reverse. */
 typedef struct plexusConnInfo_v1 {
@@ -69,7 +87,7 @@ typedef struct plexusConnInfo_v1 {
   int shared;
   int stepSize; /* Simple: buffer bytes / PLEXUS_STEPS */
   int pad0;
-  void** ptrExchange;
+  plexusPtrExchange_v1_t* ptrExchange; /* NULL: the transport offers no zero-copy path */
   uint64_t* redOpArgExchange;
   plexusConnFifo_v1_t* connFifo;
   uint64_t step;      /* steps completed on this connection; kept across operations */
@@ -168,6 +186,7 @@ typedef struct plexusDevWork_v1 {
 } /* extern "C" */
 static_assert(sizeof(plexusLLFifoLine_v1_t) == 16, "plexusLLFifoLine_v1_t layout");
 static_assert(sizeof(plexusConnFifo_v1_t) == 24, "plexusConnFifo_v1_t layout");
+static_assert(sizeof(plexusPtrExchange_v1_t) == 64, "plexusPtrExchange_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, tail) == 48, "plexusConnInfo_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, connFifo) == 96, "plexusConnInfo_v1_t layout");
 static_assert(sizeof(plexusConnInfo_v1_t) == 120, "plexusConnInfo_v1_t layout");

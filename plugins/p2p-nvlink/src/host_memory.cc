@@ -53,15 +53,19 @@ ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
              mem->handle.shmName, strerror(errno));
     return ncclSystemError;
   }
-  if (ftruncate(fd, (off_t)size) != 0) {
-    int err = errno;
+  // Reserve the pages now: a full /dev/shm is then an error here, not a SIGBUS in the middle of a
+  // collective.
+  int rc = ftruncate(fd, (off_t)size) != 0 ? errno : posix_fallocate(fd, 0, (off_t)size);
+  if (rc != 0) {
+    int err = rc;
     close(fd);
     shm_unlink(mem->handle.shmName);
     P2P_WARN("p2p-nvlink: cannot size shared memory %s to %zu bytes: %s. /dev/shm may be full (df -h /dev/shm).",
              mem->handle.shmName, size, strerror(err));
     return ncclSystemError;
   }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated: page faults at first use of each slot would land in the first operations' time.
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     shm_unlink(mem->handle.shmName);
@@ -115,7 +119,7 @@ ncclResult_t memMap(const MemHandle& handle, void** ptr) {
              (unsigned long long)handle.size);
     return ncclSystemError;
   }
-  void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, handle.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   close(fd);
   if (p == MAP_FAILED) {
     P2P_WARN("p2p-nvlink: mmap of the peer's %s failed: %s", handle.shmName, strerror(errno));

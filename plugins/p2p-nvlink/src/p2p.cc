@@ -24,6 +24,8 @@ struct alignas(128) RecvCtrl {
 };
 struct alignas(128) SendCtrl {
   volatile uint64_t head;
+  char pad[120];
+  plexusPtrExchange_v1_t exchange;  // written by the receiver: where a zero-copy message goes
 };
 static_assert(sizeof(RecvCtrl) <= kCtrlBytes, "control block");
 
@@ -118,6 +120,7 @@ ncclResult_t sendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
     conn->buffs[p] = ri.buffSizes[p] ? (char*)res->remote + ri.buffOffset[p] : nullptr;
   conn->tail = &ctrl->tail;
   conn->head = &((SendCtrl*)res->local.ptr)->head;
+  conn->ptrExchange = &((SendCtrl*)res->local.ptr)->exchange;
   conn->connFifo = nullptr;  // direct peers need no proxy, hence no per-slot sizes
   conn->stepSize = ri.buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   conn->step = 0;
@@ -143,6 +146,7 @@ ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   }
   conn->tail = &ctrl->tail;
   conn->head = &((SendCtrl*)res->remote)->head;
+  conn->ptrExchange = &((SendCtrl*)res->remote)->exchange;
   conn->connFifo = nullptr;
   conn->stepSize = res->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   conn->step = 0;

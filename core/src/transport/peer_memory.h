@@ -1,0 +1,33 @@
+// Peers' memory for zero-copy point-to-point (layer 5): a receiver in another process of the node
+// describes its registered ncclMemAlloc buffer as (pid, fd, offset, serial); the sender opens
+// /proc/<pid>/fd/<fd>, maps the whole allocation once, and keeps it until the communicator goes.
+#pragma once
+
+#include <nccl.h>
+#include <plexus/device_v1.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+struct ncclComm;
+
+namespace plexus {
+
+struct PeerMapping {
+  int peer;
+  uint64_t pid, serial;
+  char* base;
+  size_t size;
+};
+
+struct PeerMappings {
+  std::vector<PeerMapping> maps;
+  ~PeerMappings();
+};
+
+// Where to write x.size bytes for peer's exchange record x (kind PLEXUS_XCHG_MEMFD); an error naming
+// the peer and the reason when its memory cannot be mapped.
+ncclResult_t peerMemoryDestination(ncclComm* comm, int peer, const plexusPtrExchange_v1_t& x, char** dst);
+
+}  // namespace plexus

@@ -1,0 +1,129 @@
+// Zero-copy point-to-point: messages of 64 KiB and more go straight into the receiver's buffer when
+// the sender can address it (ranks of one process, or registered ncclMemAlloc memory between
+// processes) and through the connections' slots otherwise. Checked by content and by the
+// communicator's counters (plexusCommGetStats), mixed with small messages and collectives on the
+// same connectors.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "harness.h"
+
+namespace {
+
+int32_t value(int from, int to, size_t i) { return (int32_t)(from * 1000003 + to * 7919 + (int32_t)(i % 100003)); }
+
+// Buffers either from malloc or from ncclMemAlloc, registered with the communicator.
+struct Buffers {
+  ncclComm_t comm;
+  bool registered;
+  int32_t *send = nullptr, *recv = nullptr;
+  void *sendReg = nullptr, *recvReg = nullptr;
+  size_t bytes;
+  Buffers(ncclComm_t c, size_t count, bool reg) : comm(c), registered(reg), bytes(count * sizeof(int32_t)) {
+    if (reg) {
+      ncclMemAlloc((void**)&send, bytes);
+      ncclMemAlloc((void**)&recv, bytes);
+      ncclCommRegister(comm, send, bytes, &sendReg);
+      ncclCommRegister(comm, recv, bytes, &recvReg);
+    } else {
+      send = (int32_t*)malloc(bytes);
+      recv = (int32_t*)malloc(bytes);
+    }
+  }
+  ~Buffers() {
+    if (registered) {
+      ncclCommDeregister(comm, sendReg);
+      ncclCommDeregister(comm, recvReg);
+      ncclMemFree(send);
+      ncclMemFree(recv);
+    } else {
+      free(send);
+      free(recv);
+    }
+  }
+};
+
+// AlltoAll of `count` int32 per pair (grouped send/recv), then a small ring exchange and an AllReduce
+// on the same connectors, each checked; returns problems, and the bytes received zero-copy.
+long exchange(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count, bool registered,
+              uint64_t* zeroCopy) {
+  Buffers b(comm, count * nranks, registered);
+  if (!b.send || !b.recv || (registered && (!b.sendReg || !b.recvReg))) return 1000;
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < count; i++) b.send[p * count + i] = value(rank, p, i);
+  memset(b.recv, 0xff, b.bytes);
+  plexusCommStats_t before, after;
+  CHECK_NCCL(plexusCommGetStats(comm, &before));
+  long bad = 0;
+  for (int round = 0; round < 3; round++) {
+    CHECK_NCCL(ncclAlltoAll(b.send, b.recv, count, ncclInt32, comm, stream));
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < count; i++) bad += b.recv[p * count + i] != value(p, rank, i);
+    // A small message and a collective on the same connectors between the large ones.
+    int small = rank, got = -1;
+    const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_NCCL(ncclSend(&small, 1, ncclInt32, next, comm, stream));
+    CHECK_NCCL(ncclRecv(&got, 1, ncclInt32, prev, comm, stream));
+    CHECK_NCCL(ncclGroupEnd());
+    float f = 1.0f;
+    CHECK_NCCL(ncclAllReduce(&f, &f, 1, ncclFloat32, ncclSum, comm, stream));
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    bad += got != prev;
+    bad += f != (float)nranks;
+  }
+  CHECK_NCCL(plexusCommGetStats(comm, &after));
+  *zeroCopy = after.p2pZeroCopyBytes - before.p2pZeroCopyBytes;
+  if (bad) fprintf(stderr, "rank %d: %ld wrong (count %zu, registered %d)\n", rank, bad, count, (int)registered);
+  return bad;
+}
+
+// Processes: registered ncclMemAlloc buffers go zero-copy, malloc'ed ones through the slots.
+long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  const size_t count = 100000;  // 400 KB per pair
+  long bad = 0;
+  uint64_t zc = 0;
+  bad += exchange(rank, nranks, comm, stream, count, true, &zc);
+  const uint64_t expect = 3ull * (nranks - 1) * count * sizeof(int32_t);
+  if (zc != expect) {
+    fprintf(stderr, "rank %d: %llu bytes zero-copy with registered buffers, expected %llu\n", rank,
+            (unsigned long long)zc, (unsigned long long)expect);
+    bad++;
+  }
+  bad += exchange(rank, nranks, comm, stream, count, false, &zc);
+  if (zc != 0) {
+    fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes\n", rank,
+            (unsigned long long)zc);
+    bad++;
+  }
+  return bad;
+}
+
+harness::Scenario zeroCopyProcesses("zero-copy-processes", processScenario);
+
+}  // namespace
+
+TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's buffers") {
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          uint64_t zc = 0;
+          // Below the threshold: slots; above: zero-copy, registered or not.
+          bad += exchange(rank, nranks, comm, stream, 1000, false, &zc);
+          bad += zc != 0;
+          for (bool reg : {false, true}) {
+            bad += exchange(rank, nranks, comm, stream, 300000, reg, &zc);
+            bad += zc != 3ull * (nranks - 1) * 300000 * sizeof(int32_t);
+          }
+          return bad;
+        }) == 0);
+}
+
+TEST_CASE("zero-copy point-to-point: registered ncclMemAlloc memory between processes (2, 3)") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    CHECK(harness::runProcesses("zero-copy-processes", n) == 0);
+  }
+}
