@@ -45,4 +45,24 @@ ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAl
   return ncclSuccess;
 }
 
+ncclResult_t channelsSetTrees(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph) {
+  for (int c = 0; c < ch->count; c++) {
+    const plexusDevTree_v1_t& t = graph.channels[c].tree;
+    auto bad = [&](const char* what, int v) {
+      return setError(nullptr, ncclInternalError,
+                      "algorithm graph: channel %d's tree on rank %d has %s %d (ranks are 0..%d, -1 for none, never "
+                      "the rank itself or twice)", c, rank, what, v, nRanks - 1);
+    };
+    if (t.up < -1 || t.up >= nRanks || t.up == rank) return bad("up", t.up);
+    for (int i = 0; i < PLEXUS_MAX_TREE_ARITY; i++) {
+      const int d = t.down[i];
+      if (d < -1 || d >= nRanks || d == rank || (d >= 0 && d == t.up)) return bad("down", d);
+      for (int j = 0; j < i; j++)
+        if (d >= 0 && t.down[j] == d) return bad("down", d);
+    }
+    ch->dev[c].tree = t;
+  }
+  return ncclSuccess;
+}
+
 }  // namespace plexus

@@ -32,5 +32,7 @@ struct Channels {
 void channelsInit(Channels* ch, int nChannels, int nRanks);
 // Sets each channel's ring order and links (prev, next, this rank's index) from an algorithm's graph.
 ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph);
+// Sets each channel's tree links (up, down[], depth) from an algorithm's graph, after checking them.
+ncclResult_t channelsSetTrees(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph);
 
 }  // namespace plexus

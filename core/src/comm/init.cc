@@ -71,7 +71,7 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
   topo.netGBs = net.gbs;
   topo.coresShared = comm->topo.coresShared(comm->channels.count);
   topo.stepBytes = (int)(comm->buffSize / PLEXUS_STEPS);
-  bool haveRing = false;
+  bool haveRing = false, haveTree = false;
   std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));
   std::vector<ConnectRequest> reqs;
   auto want = [&](int channel, int peer, bool isSend) {
@@ -103,6 +103,17 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
       for (int c = 0; c < comm->channels.count; c++) {
         want(c, comm->channels.dev[c].ring.prev, false);
         want(c, comm->channels.dev[c].ring.next, true);
+      }
+    }
+    if ((graph.connectMask & PLEXUS_ALGO_CONNECT_TREE) && !haveTree) {
+      haveTree = true;  // likewise the first tree-building algorithm defines the channels' trees
+      NCCLCHECK(channelsSetTrees(&comm->channels, comm->rank, comm->nRanks, graph));
+      for (int c = 0; c < comm->channels.count; c++) {
+        const plexusDevTree_v1_t& t = comm->channels.dev[c].tree;
+        for (int peer : {t.up, t.down[0], t.down[1], t.down[2]}) {
+          want(c, peer, true);
+          want(c, peer, false);
+        }
       }
     }
     if (graph.connectMask & PLEXUS_ALGO_CONNECT_ALL)
