@@ -56,6 +56,7 @@ typedef struct {
   const char* protocol;
   int nChannels;
   size_t chunkBytes;
+  const char* reason; /* why: "rule N of FILE (line L)", the tuner plugin, or "cost model: ..." */
 } plexusDecision_t;
 ncclResult_t plexusCommLastDecision(ncclComm_t comm, plexusDecision_t* decision);
 /* Counters since the communicator was created: operations launched, and point-to-point bytes that

@@ -16,7 +16,9 @@
 #include "bootstrap/bootstrap.h"
 #include "channel/channel.h"
 #include "fifo/work_fifo.h"
+#include "config/config.h"
 #include "planner/planner.h"
+#include "planner/tuning.h"
 #include "plugin/loader.h"
 #include "topo/topo.h"
 
@@ -71,6 +73,8 @@ struct ncclComm {
   size_t buffSize = 0;  // Simple protocol bytes per connection
 
   plexus::PlannerConfig planner;
+  plexus::Tuning tuning;
+  std::shared_ptr<const plexus::Config> config;  // the configuration file in effect at init
   plexus::WorkFifo workFifo;
   std::unique_ptr<plexus::HostExecutor> executor;
   uint64_t opCount = 0;

@@ -28,9 +28,13 @@ namespace {
 
 thread_local int currentDevice = 0;
 
-std::vector<std::string> algorithmNames() {
+// The algorithm plugins to load: PLEXUS_ALGORITHMS, else the configuration's plugins.algorithms, else
+// the default set.
+std::vector<std::string> algorithmNames(const Config& config) {
+  auto env = envGet("ALGORITHMS");
+  if (!env && !config.algorithms.empty()) return config.algorithms;
   std::vector<std::string> names;
-  std::string spec = envStr("ALGORITHMS", "ring,direct");
+  std::string spec = env ? *env : "ring,direct";
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
@@ -54,7 +58,7 @@ int channelCount(const ncclComm* comm) {
 
 ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
-  NCCLCHECK(loadAlgorithms(algorithmNames(), &plugins));
+  NCCLCHECK(loadAlgorithms(algorithmNames(*comm->config), &plugins));
   plexusAlgoTopo_v1_t topo{};
   topo.rank = comm->rank;
   topo.nRanks = comm->nRanks;
@@ -130,6 +134,8 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
 
 ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   debugSetThreadRank(comm->rank);
+  // First, so that the file's knob defaults hold for everything below.
+  NCCLCHECK(configLoad(&comm->config));
   NCCLCHECK(Bootstrap::init(ids.data(), (int)ids.size(), comm->rank, comm->nRanks, &comm->abortFlag,
                             &comm->bootstrap));
   comm->commHash = hashBytes(&ids[0], sizeof(ids[0]));

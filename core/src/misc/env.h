@@ -7,7 +7,8 @@
 
 namespace plexus {
 
-// The raw value of PLEXUS_<name>, else NCCL_<name>, else nullopt. name has no prefix ("DEBUG").
+// The raw value of PLEXUS_<name>, else NCCL_<name>, else the configuration file's default for either
+// (config/config.h), else nullopt. name has no prefix ("DEBUG").
 std::optional<std::string> envGet(const char* name);
 // Integer knob; a value that does not parse is reported once (WARN) and the default is used, since
 // env knobs are advisory and the message says which variable to fix.

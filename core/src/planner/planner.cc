@@ -49,63 +49,13 @@ namespace {
 
 bool isP2p(ncclFunc_t func) { return func == ncclFuncSend || func == ncclFuncRecv; }
 
-// The protocols NCCL_PROTO allows (NCCL's syntax: a list of names, "^" to exclude).
-ncclResult_t allowedProtocols(uint32_t* mask) {
-  *mask = (1u << PLEXUS_NUM_PROTOCOLS) - 1;
-  auto spec = envGet("PROTO");
-  if (!spec || spec->empty()) return ncclSuccess;
-  bool exclude = (*spec)[0] == '^';
-  uint32_t named = 0;
-  size_t pos = exclude ? 1 : 0;
-  while (pos <= spec->size()) {
-    size_t comma = spec->find(',', pos);
-    std::string tok = spec->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    int p = -1;
-    for (int i = 0; i < PLEXUS_NUM_PROTOCOLS; i++)
-      if (strcasecmp(tok.c_str(), protoName(i)) == 0) p = i;
-    if (p < 0)
-      return setError(nullptr, ncclInvalidUsage, "NCCL_PROTO=\"%s\": unknown protocol \"%s\" (known: LL, LL128, Simple)",
-                      spec->c_str(), tok.c_str());
-    named |= 1u << p;
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  *mask = exclude ? *mask & ~named : named;
-  return ncclSuccess;
-}
-
-// The algorithms NCCL_ALGO allows, by plugin name (same syntax). Empty spec: all.
-ncclResult_t algoAllowed(const std::string& name, bool* allowed) {
-  auto spec = envGet("ALGO");
-  *allowed = true;
-  if (!spec || spec->empty()) return ncclSuccess;
-  bool exclude = (*spec)[0] == '^';
-  bool listed = false;
-  size_t pos = exclude ? 1 : 0;
-  while (pos <= spec->size()) {
-    size_t comma = spec->find(',', pos);
-    std::string tok = spec->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (strcasecmp(tok.c_str(), name.c_str()) == 0) listed = true;
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  *allowed = exclude ? !listed : listed;
-  return ncclSuccess;
-}
-
 }  // namespace
 
 ncclResult_t plannerInit(ncclComm* comm) {
-  PlannerConfig& cfg = comm->planner;
-  NCCLCHECK(allowedProtocols(&cfg.protoMask));
-  cfg.algoAllowed.clear();
-  for (const AlgoInstance& a : comm->algos) {
-    bool allowed;
-    NCCLCHECK(algoAllowed(a.plugin->name, &allowed));
-    cfg.algoAllowed.push_back(allowed);
-  }
-  cfg.minChannelBytes = (size_t)std::max<int64_t>(1, envInt("MIN_CHANNEL_BYTES", 512 * 1024));
-  cfg.checkArgs = envInt("CHECK_MODE", 0) != 0;
+  comm->tuning.comm = comm;
+  NCCLCHECK(tuningInit(&comm->tuning, &comm->algos, comm->config, comm->rank, comm->nRanks, comm->topo.nNodes,
+                       comm->channels.count, comm->buffSize / PLEXUS_STEPS));
+  comm->planner.checkArgs = envInt("CHECK_MODE", 0) != 0;
   return ncclSuccess;
 }
 
@@ -162,42 +112,8 @@ ncclResult_t crossCheck(ncclComm* comm, const std::vector<Task>& tasks) {
 namespace {
 
 ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
-  PlannerConfig& cfg = comm->planner;
-  const uint32_t protoMask = cfg.protoMask;
   const size_t bytes = collectiveBytes(task.func, task.count, task.datatype, comm->nRanks);
-  PlannerConfig::Cached& cached = cfg.cache[(bytes * 0x9E3779B97F4A7C15ull >> 58) ^ (size_t)task.func];
-  if (cached.func == (int)task.func && cached.bytes == bytes) {
-    *d = cached.decision;
-    return ncclSuccess;
-  }
-  // Channels: enough that each carries a worthwhile share, no more than the ranks of a node can run
-  // at once on their cores (a host "kernel" channel is a thread).
-  const int maxChannels = comm->channels.count;
-  const int nChannels = (int)std::clamp<size_t>(bytes / cfg.minChannelBytes, 1, (size_t)maxChannels);
-  for (int a = 0; a < (int)comm->algos.size(); a++) {
-    const plexusAlgo_v1_t* api = comm->algos[a].plugin->api;
-    if (!cfg.algoAllowed[a] || !(api->funcMask & (1u << task.func))) continue;
-    const int ch = std::min(nChannels, comm->algos[a].maxChannels);
-    for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
-      if (!(protoMask & api->protoMask & (1u << p))) continue;
-      float t = -1;
-      if (api->cost(comm->algos[a].ctx, task.func, p, bytes, ch, &t) != ncclSuccess || t < 0) continue;
-      if (d->algo < 0 || t < d->timeUs) *d = Decision{a, p, ch, 0, t};
-    }
-  }
-  if (d->algo < 0) {
-    auto algo = envGet("ALGO");
-    auto proto = envGet("PROTO");
-    return setError(comm, ncclInvalidUsage,
-                    "no loaded algorithm can run %s with NCCL_ALGO=%s NCCL_PROTO=%s (loaded algorithms serve "
-                    "the Simple and LL protocols so far); unset or widen NCCL_ALGO/NCCL_PROTO",
-                    funcName(task.func), algo ? algo->c_str() : "(unset)", proto ? proto->c_str() : "(unset)");
-  }
-  // Simple: two steps per chunk, so a rank can fill one step while its peer drains the previous one.
-  // LL: one slot of lines per chunk.
-  d->chunkBytes = d->proto == PLEXUS_PROTO_LL ? PLEXUS_LL_SLOT_LINES * 8 : comm->buffSize / PLEXUS_STEPS * 2;
-  cached = PlannerConfig::Cached{(int)task.func, bytes, *d};
-  return ncclSuccess;
+  return tuningDecide(comm->tuning, task.func, bytes, d);
 }
 
 }  // namespace
@@ -238,7 +154,7 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
       const Task& t = tasks[i + k];
       Decision d;
       ncclResult_t r = isP2p(t.func) ? ncclSuccess : decide(comm, t, &d);
-      if (isP2p(t.func)) d = Decision{kAlgoCoreP2p, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0};
+      if (isP2p(t.func)) d = Decision{kAlgoCoreP2p, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0, "p2p"};
       if (r != ncclSuccess) {
         // Entries already reserved still flow through the executor, as no-ops.
         for (uint32_t m = k; m < n; m++) comm->workFifo.at(first + m) = plexusDevWork_v1_t{};
@@ -264,7 +180,7 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
       w.chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
       w.opSeq = comm->opCount++;
       comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
-                                            protoName(d.proto), d.nChannels, d.chunkBytes};
+                                            protoName(d.proto), d.nChannels, d.chunkBytes, d.reason};
       TRACE(NCCL_COLL, "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d "
             "channel(s), chunk %zu B", funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype,
             (int)t.userOp, t.root, t.sendbuff, t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol,

@@ -1,6 +1,5 @@
-// The planner (layer 2): for each task picks algorithm, protocol and channels (environment first,
-// then the algorithms' cost models), cuts the buffer into per-channel chunks, writes work descriptors
-// into the workFifo and launches them on the task's stream.
+// The planner (layer 2): for each task takes tuning's decision (tuning.h: algorithm, protocol,
+// channels, chunk), writes work descriptors into the workFifo and launches them on the task's stream.
 #pragma once
 
 #include <nccl.h>
@@ -21,25 +20,15 @@ struct Decision {
   int nChannels = 1;
   size_t chunkBytes = 0;
   float timeUs = 0;
+  const char* reason = "";  // why: a rule, the tuner plugin, or the cost model (interned, stays valid)
 };
 
-// What the environment says about tuning, read once per communicator.
+// The planner's own knobs, read once per communicator.
 struct PlannerConfig {
-  uint32_t protoMask = 0;          // NCCL_PROTO
-  std::vector<bool> algoAllowed;   // NCCL_ALGO, per algorithm of the communicator
-  size_t minChannelBytes = 0;      // PLEXUS_MIN_CHANNEL_BYTES: smallest share worth a channel
-  bool checkArgs = false;          // PLEXUS_CHECK_MODE: cross-check collectives' arguments across ranks
-  // Decisions already made, by (collective, bytes): an application repeats the same few operations,
-  // and asking every algorithm's cost model each time would cost more than the launch itself.
-  struct Cached {
-    int func = -1;
-    size_t bytes = 0;
-    Decision decision;
-  };
-  std::array<Cached, 64> cache{};
+  bool checkArgs = false;  // PLEXUS_CHECK_MODE: cross-check collectives' arguments across ranks
 };
 
-// Reads NCCL_PROTO / NCCL_ALGO and friends; a malformed value fails init with a message.
+// Sets up tuning (tuning.h) and the planner's own knobs; a malformed value or rule fails init with a message.
 ncclResult_t plannerInit(ncclComm* comm);
 
 ncclResult_t planAndLaunch(ncclComm* comm);

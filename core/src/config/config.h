@@ -1,0 +1,71 @@
+// The configuration file: one JSON file (PLEXUS_CONFIG, else ./plexus.json, else
+// ~/.config/plexus/plexus.json), every key optional but version:
+//
+//   { "version": 1,
+//     "plugins": { "algorithms": ["ring", "tree", "/opt/x/libmy-algo.so"], "net": "ucx", "tuner": "csv" },
+//     "defaults": { "NCCL_BUFFSIZE": "8M", "PLEXUS_SPIN": 100 },
+//     "tuning": [ { "collective": "allreduce", "bytes": [0, "64K"], "nranks": [8, 1024], "nnodes": [1, 64],
+//                   "algorithm": "tree", "protocol": "ll", "channels": 2, "chunk": "32K" } ] }
+//
+// A file that does not parse, an unknown key, a wrong type, an empty range or a rule that can never
+// match is an error naming the file, the line and the key; communicator init then fails.
+#pragma once
+
+#include <nccl.h>
+
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace plexus {
+
+// One entry of "tuning". The first rule whose conditions all hold decides; what it leaves out the
+// cost model chooses.
+struct TuningRule {
+  int number = 0;  // 1-based position in "tuning"
+  int line = 0;    // where it starts in the file
+  int func = -1;   // ncclFunc_t; -1: any collective
+  uint64_t bytesLo = 0, bytesHi = UINT64_MAX;  // [lo, hi) of NCCL's size of the operation
+  int nranksLo = 1, nranksHi = INT_MAX;        // [lo, hi]
+  int nnodesLo = 1, nnodesHi = INT_MAX;        // [lo, hi]
+  std::string algorithm;                       // empty: the cost model's
+  int proto = -1;                              // PLEXUS_PROTO_*; -1: the cost model's
+  int channels = 0;                            // 0: the cost model's
+  uint64_t chunkBytes = 0;                     // 0: the planner's
+
+  bool matches(int f, uint64_t bytes, int nRanks, int nNodes) const {
+    return (func < 0 || func == f) && bytes >= bytesLo && bytes < bytesHi && nRanks >= nranksLo &&
+           nRanks <= nranksHi && nNodes >= nnodesLo && nNodes <= nnodesHi;
+  }
+};
+
+struct Config {
+  std::string path;                    // empty: no file was found
+  std::vector<std::string> algorithms; // plugins.algorithms; empty: the default set
+  std::string net;                     // plugins.net; empty: the default
+  std::string tuner;                   // plugins.tuner (as NCCL_TUNER_PLUGIN); empty: the default
+  std::vector<std::pair<std::string, std::string>> defaults;  // knob defaults, by full variable name
+  std::vector<TuningRule> rules;
+
+  // "rule N of FILE (line L)", for logs and errors.
+  std::string ruleName(const TuningRule& r) const;
+};
+
+// Parses text as a configuration read from path.
+ncclResult_t configParse(const std::string& text, const std::string& path, Config* out);
+
+// The configuration in effect: the file is found and parsed again when its name, size or time
+// changes, and its knob defaults take effect (envGet) from then on. No file: an empty Config.
+ncclResult_t configLoad(std::shared_ptr<const Config>* out);
+
+// A knob's default from the configuration in effect ("NCCL_BUFFSIZE"), if it gives one.
+bool configDefault(const std::string& var, std::string* value);
+
+// Byte sizes as the file and the environment write them: an integer, or with a K, M or G suffix
+// (powers of 1024). False if text is not one.
+bool parseBytes(const std::string& text, uint64_t* out);
+
+}  // namespace plexus

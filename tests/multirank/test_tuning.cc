@@ -1,0 +1,206 @@
+// Tuning at run time: the configuration file's rules decide what runs (checked through
+// plexusCommLastDecision and by the results), NCCL_ALGO/NCCL_PROTO override them, rules that cannot
+// hold fail init or the operation with a message naming the rule, and every (collective, size bucket)
+// decision is logged once under NCCL_DEBUG_SUBSYS=TUNING.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "harness.h"
+
+namespace {
+
+// A configuration file for the duration of a test, as PLEXUS_CONFIG.
+struct ConfigFile {
+  std::string path;
+  explicit ConfigFile(const std::string& text) {
+    char p[] = "/tmp/plexus-tuning-XXXXXX";
+    int fd = mkstemp(p);
+    close(fd);
+    path = p;
+    std::ofstream(path) << text;
+    setenv("PLEXUS_CONFIG", path.c_str(), 1);
+  }
+  ~ConfigFile() {
+    unsetenv("PLEXUS_CONFIG");
+    unlink(path.c_str());
+  }
+};
+
+long allReduceOnce(ncclComm_t comm, cudaStream_t stream, int rank, int nranks, size_t count, plexusDecision_t* d) {
+  std::vector<float> buf(count);
+  check::fill<float>(buf.data(), count, ncclSum, rank);
+  CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  CHECK_NCCL(plexusCommLastDecision(comm, d));
+  return (long)check::verifyAllReduce<float>(buf.data(), count, ncclSum, nranks);
+}
+
+bool contains(const char* s, const char* part) { return s && strstr(s, part); }
+
+// What each rank saw, as "algo/proto@reason-prefix" per size.
+long decisions(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, const std::vector<size_t>& counts,
+               std::vector<std::string>* seen) {
+  long bad = 0;
+  for (size_t c : counts) {
+    plexusDecision_t d;
+    bad += allReduceOnce(comm, stream, rank, nranks, c, &d);
+    seen->push_back(std::string(d.algorithm) + "/" + d.protocol + " " + d.reason);
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("tuning: the first matching rule decides; changing the file changes what runs") {
+  const std::vector<size_t> counts = {16, 40000};  // 64 B and 160 KB of floats
+  for (int flip = 0; flip < 2; flip++) {
+    const char* small = flip ? "direct" : "ring";
+    const char* large = flip ? "ring" : "direct";
+    ConfigFile cfg(std::string(R"({ "version": 1,
+  "tuning": [
+    { "collective": "allreduce", "bytes": [0, "64K"], "algorithm": ")") + small + R"(", "protocol": "ll" },
+    { "collective": "allreduce", "algorithm": ")" + large + R"(", "protocol": "simple", "chunk": "16K" } ] })");
+    CAPTURE(flip);
+    CHECK(harness::runThreads(3, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            std::vector<std::string> seen;
+            long bad = decisions(rank, nranks, comm, stream, counts, &seen);
+            plexusDecision_t d;
+            CHECK_NCCL(plexusCommLastDecision(comm, &d));
+            bad += d.chunkBytes != 16 * 1024;  // the rule's chunk
+            const std::string want0 = std::string(small) + "/LL rule 1 of " + cfg.path + " (line 3)";
+            const std::string want1 = std::string(large) + "/Simple rule 2 of " + cfg.path + " (line 4)";
+            if (seen[0] != want0 || seen[1] != want1) {
+              fprintf(stderr, "rank %d: ran \"%s\" and \"%s\", expected \"%s\" and \"%s\"\n", rank, seen[0].c_str(),
+                      seen[1].c_str(), want0.c_str(), want1.c_str());
+              bad++;
+            }
+            return bad;
+          }) == 0);
+  }
+}
+
+TEST_CASE("tuning: with no rule the cost model decides, and says so") {
+  ConfigFile cfg(R"({ "version": 1, "tuning": [ { "collective": "broadcast", "algorithm": "ring" } ] })");
+  CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          plexusDecision_t d;
+          long bad = allReduceOnce(comm, stream, rank, nranks, 1000, &d);
+          if (!contains(d.reason, "cost model: ")) {
+            fprintf(stderr, "rank %d: reason \"%s\"\n", rank, d.reason);
+            bad++;
+          }
+          return bad;
+        }) == 0);
+}
+
+TEST_CASE("tuning: NCCL_ALGO and NCCL_PROTO override the file's rules") {
+  ConfigFile cfg(R"({ "version": 1, "tuning": [ { "collective": "allreduce", "algorithm": "direct" } ] })");
+  setenv("NCCL_ALGO", "ring", 1);
+  CHECK(harness::runThreads(2, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          plexusDecision_t d;
+          long bad = allReduceOnce(comm, stream, rank, nranks, 1000, &d);
+          if (strcmp(d.algorithm, "ring") != 0 || !contains(d.reason, "NCCL_ALGO/NCCL_PROTO override rule 1")) {
+            fprintf(stderr, "rank %d: ran %s: %s\n", rank, d.algorithm, d.reason);
+            bad++;
+          }
+          return bad;
+        }) == 0);
+  unsetenv("NCCL_ALGO");
+}
+
+TEST_CASE("tuning: rules that cannot hold fail init, naming the rule, file, line and key") {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {R"({ "version": 1, "tuning": [
+        { "collective": "allreduce", "algorithm": "butterfly" } ] })",
+       "tuning[0].algorithm: \"butterfly\" is not a loaded algorithm"},
+      {R"({ "version": 1, "tuning": [
+        { "collective": "allreduce", "algorithm": "ring", "protocol": "ll128" } ] })",
+       "algorithm ring does not serve protocol LL128"},
+      {R"({ "version": 1, "plugins": { "algorithms": ["nonexistent-algo"] } })", "nonexistent-algo"},
+  };
+  for (const Case& c : cases) {
+    ConfigFile cfg(c.text);
+    CAPTURE(c.text);
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    ncclComm_t comm = nullptr;
+    CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclInvalidUsage);
+    const std::string e = ncclGetLastError(nullptr);
+    CHECK(e.find(c.expect) != std::string::npos);
+    if (strstr(c.text, "tuning")) CHECK(e.find(cfg.path + ":2") != std::string::npos);
+  }
+}
+
+TEST_CASE("tuning: a rule its algorithm cannot honour fails the operation with the rule named") {
+  // direct serves one node of at most 9 ranks: with 10 ranks its cost model declines.
+  ConfigFile cfg(R"({ "version": 1, "tuning": [ { "collective": "allreduce", "nranks": [10], "algorithm": "direct" } ] })");
+  CHECK(harness::runThreads(10, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          float x = 1;
+          ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, stream);
+          const std::string e = ncclGetLastError(comm);
+          long bad = r != ncclInvalidUsage;
+          bad += e.find("rule 1 of " + cfg.path) == std::string::npos || e.find("cannot run here") == std::string::npos;
+          if (bad) fprintf(stderr, "rank %d: %d \"%s\"\n", rank, (int)r, e.c_str());
+          return bad;
+        }) == 0);
+}
+
+namespace {
+long logScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  long bad = 0;
+  // Three sizes in two buckets, each repeated: two TUNING lines per rank for these.
+  for (int rep = 0; rep < 3; rep++)
+    for (size_t count : {300ul, 400ul, 5000ul}) {
+      plexusDecision_t d;
+      bad += allReduceOnce(comm, stream, rank, nranks, count, &d);
+    }
+  return bad;
+}
+harness::Scenario tuningLog("tuning-log", logScenario);
+}  // namespace
+
+TEST_CASE("tuning: each (collective, size bucket) decision is logged once, with its reason") {
+  char dir[] = "/tmp/plexus-tuning-log-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string file = std::string(dir) + "/log.%p";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  setenv("NCCL_DEBUG_FILE", file.c_str(), 1);
+  CHECK(harness::runProcesses("tuning-log", 2) == 0);
+  unsetenv("NCCL_DEBUG");
+  unsetenv("NCCL_DEBUG_SUBSYS");
+  unsetenv("NCCL_DEBUG_FILE");
+  std::string all;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {  // one log per child, named by its pid
+    std::ifstream in(entry.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    all += ss.str();
+    files++;
+  }
+  CHECK(files == 2);
+  auto count = [&](const std::string& s) {
+    int n = 0;
+    for (size_t p = all.find(s); p != std::string::npos; p = all.find(s, p + 1)) n++;
+    return n;
+  };
+  // 1200 and 1600 B share a bucket; 20000 B is another: one line each, per rank.
+  CHECK(count("AllReduce of 1200 B (bucket [1024, 2048) B)") == 2);
+  CHECK(count("AllReduce of 1600 B") == 0);
+  CHECK(count("AllReduce of 20000 B (bucket [16384, 32768) B)") == 2);
+  CHECK(count("cost model: ") >= 4);
+  std::filesystem::remove_all(dir);
+}
