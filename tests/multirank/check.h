@@ -46,9 +46,16 @@ template <typename T> double toDouble(T v) {
   else return (double)v;
 }
 
+// inputValue(op, rank, i) repeats every kInputPeriod indices (lcm of its periods 3, 4, 5 and 31), so
+// fill() and the references below compute one period and repeat it.
+constexpr size_t kInputPeriod = 1860;
+
 template <typename T> void fill(void* buf, size_t count, ncclRedOp_t op, int rank) {
   T* p = (T*)buf;
-  for (size_t i = 0; i < count; i++) p[i] = fromInt<T>(inputValue(op, rank, i, isFp8<T>()));
+  const size_t head = count < kInputPeriod ? count : kInputPeriod;
+  for (size_t i = 0; i < head; i++) p[i] = fromInt<T>(inputValue(op, rank, i, isFp8<T>()));
+  for (size_t i = head; i < count; i += kInputPeriod)
+    memcpy(p + i, p, (count - i < kInputPeriod ? count - i : kInputPeriod) * sizeof(T));
 }
 
 // The reduction of every rank's fill() value at index i, as the element type computes it.
@@ -69,24 +76,55 @@ template <typename T> T reduceRanks(ncclRedOp_t op, int nranks, size_t i) {
 // Wrong elements of count reduced elements whose inputs were at fill() indices first .. first+count-1
 // on every rank (AllReduce and Reduce: first = 0; ReduceScatter: first = rank * recvcount).
 // Avg: integers divide the sum exactly as the kernels do, floats are compared within a tolerance.
+// The expected values repeat every kInputPeriod elements: one period is computed (expect, and the
+// tolerance: 0 where the result is exact), then compared against every element.
 template <typename T> size_t verifyReduced(const void* buf, size_t count, ncclRedOp_t op, int nranks, size_t first) {
   const T* p = (const T*)buf;
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; i++) {
-    T acc = reduceRanks<T>(op, nranks, first + i);
-    double expect = toDouble(acc), got = toDouble(p[i]);
+  const size_t period = count < kInputPeriod ? count : kInputPeriod;
+  std::vector<double> expect(period), tol(period, 0.0);
+  for (size_t k = 0; k < period; k++) {
+    T acc = reduceRanks<T>(op, nranks, first + k);
+    expect[k] = toDouble(acc);
     if (op == ncclAvg) {
       if constexpr (std::is_integral_v<T>) {
-        expect = (double)(T)(acc / (T)nranks);
+        expect[k] = (double)(T)(acc / (T)nranks);
       } else {
-        expect /= nranks;
-        double tol = IsMiniFloat<T>::value ? 0.13 * std::fabs(expect) + 0.01 : 1e-5 * std::fabs(expect) + 1e-6;
-        if (std::fabs(got - expect) > tol) wrong++;
-        continue;
+        expect[k] /= nranks;
+        tol[k] = IsMiniFloat<T>::value ? 0.13 * std::fabs(expect[k]) + 0.01 : 1e-5 * std::fabs(expect[k]) + 1e-6;
       }
     }
-    if (got != expect) wrong++;
   }
+  size_t wrong = 0;
+  for (size_t i = 0, k = 0; i < count; i++, k = k + 1 == period ? 0 : k + 1) {
+    double got = toDouble(p[i]);
+    if (got == expect[k]) continue;
+    if (!(std::fabs(got - expect[k]) <= tol[k])) wrong++;  // a NaN counts as wrong
+  }
+  return wrong;
+}
+
+// PreMulSum (ncclRedOpCreatePreMulSum with scalar): every rank's fill(ncclSum) input multiplied by
+// scalar, then summed, as the element type computes it (minifloats round after each operation).
+// Callers pick inputs and scalars whose products and sums are exact, so the order of the ring's
+// additions does not matter.
+template <typename T> T preMulSumRanks(T scalar, int nranks, size_t i) {
+  uint64_t bits = 0;
+  memcpy(&bits, &scalar, sizeof(T));
+  FuncPreMulSum<T> f(bits);
+  T acc = f.pre(fromInt<T>(inputValue(ncclSum, 0, i, isFp8<T>())));
+  for (int r = 1; r < nranks; r++) acc = f.op(acc, f.pre(fromInt<T>(inputValue(ncclSum, r, i, isFp8<T>()))));
+  return acc;
+}
+
+// Wrong elements of count PreMulSum-reduced elements (inputs at fill() indices first ..).
+template <typename T> size_t verifyPreMulSum(const void* buf, size_t count, T scalar, int nranks, size_t first) {
+  const T* p = (const T*)buf;
+  const size_t period = count < kInputPeriod ? count : kInputPeriod;
+  std::vector<T> expect(period);
+  for (size_t k = 0; k < period; k++) expect[k] = preMulSumRanks<T>(scalar, nranks, first + k);
+  size_t wrong = 0;
+  for (size_t i = 0, k = 0; i < count; i++, k = k + 1 == period ? 0 : k + 1)
+    wrong += memcmp(&p[i], &expect[k], sizeof(T)) != 0;
   return wrong;
 }
 
@@ -107,10 +145,11 @@ inline unsigned char patternByte(int rank, size_t j) {
 inline void fillPattern(void* buf, size_t bytes, int rank) {
   for (size_t j = 0; j < bytes; j++) ((unsigned char*)buf)[j] = patternByte(rank, j);
 }
-// Wrong bytes among bytes that should hold rank's pattern.
-inline size_t verifyPattern(const void* buf, size_t bytes, int rank) {
+// Wrong bytes among bytes that should hold rank's pattern from offset first on (AlltoAll, Scatter: the
+// block of a bigger buffer that lands here).
+inline size_t verifyPattern(const void* buf, size_t bytes, int rank, size_t first = 0) {
   size_t wrong = 0;
-  for (size_t j = 0; j < bytes; j++) wrong += ((const unsigned char*)buf)[j] != patternByte(rank, j);
+  for (size_t j = 0; j < bytes; j++) wrong += ((const unsigned char*)buf)[j] != patternByte(rank, first + j);
   return wrong;
 }
 

@@ -77,7 +77,7 @@ TEST_CASE("config: a full file parses into plugins, defaults and ordered rules")
   CHECK(c.ruleName(c.rules[1]) == "rule 2 of /etc/test.json (line 7)");
 }
 
-TEST_CASE("config: rule matching is first-match on collective, [lo, hi) bytes, inclusive nranks and nnodes") {
+TEST_CASE("config: rule matching on collective, half-open bytes, inclusive nranks and nnodes") {
   Config c;
   REQUIRE(configParse(R"({"version": 1, "tuning": [
       {"collective": "allreduce", "bytes": [100, 200], "nranks": [4, 8], "nnodes": [2], "algorithm": "tree"}]})",
