@@ -7,6 +7,9 @@
 // suite (tests/multirank/test_matrix_sample.cc).
 #include <doctest/doctest.h>
 
+#include <iterator>
+#include <vector>
+
 #include "matrix.h"
 
 namespace {
@@ -20,13 +23,22 @@ const matrix::Plan kFull{};  // every type, operator, size class and root
 const matrix::Launch kLaunches[] = {{false, 2}, {false, 3}, {false, 4}, {true, 2},     {true, 3},
                                     {false, 1}, {false, 8}, {false, 3, /*channels=*/3}};
 
+// algo-tree forced (NCCL_ALGO=tree) for the collectives it serves: threads and processes, odd and
+// power-of-two rank counts, and both trees of the double tree (2 channels).
+const matrix::Launch kTreeLaunches[] = {{false, 2, 0, "tree"}, {false, 5, 0, "tree"}, {false, 8, 0, "tree"},
+                                        {true, 3, 0, "tree"},  {false, 4, 2, "tree"}};
+
 void runMatrix(Coll c) {
-  for (const char* proto : {"Simple", "LL"})
-    for (matrix::Launch l : kLaunches) {
+  const bool tree = c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
+  for (const char* proto : {"Simple", "LL"}) {
+    std::vector<matrix::Launch> launches(std::begin(kLaunches), std::end(kLaunches));
+    if (tree) launches.insert(launches.end(), std::begin(kTreeLaunches), std::end(kTreeLaunches));
+    for (matrix::Launch l : launches) {
       INFO(matrix::collName(c), " proto=", proto, " nranks=", l.nranks, l.processes ? " (processes)" : " (threads)",
-           " channels=", l.channels);
+           " channels=", l.channels, " algo=", l.algo ? l.algo : "(planner)");
       CHECK(matrix::runOne(c, kFull, "matrix-full/", proto, l) == 0);
     }
+  }
 }
 
 }  // namespace

@@ -122,6 +122,7 @@ struct Setup {
   bool ll = false;
   size_t buffSize = 4 << 20;
   int channels = 0;  // NCCL_MIN_NCHANNELS (with PLEXUS_MIN_CHANNEL_BYTES small): 0 = the default
+  bool tree = false;  // NCCL_ALGO=tree: AllReduce's pipeline steps are single chunks
 };
 inline Setup currentSetup() {
   Setup s;
@@ -132,6 +133,8 @@ inline Setup currentSetup() {
   if (buff) s.buffSize = (size_t)strtoull(buff, nullptr, 10);
   s.buffSize &= ~(size_t)(4096 * PLEXUS_STEPS - 1);  // init rounds it to page-aligned slots
   if (channels) s.channels = atoi(channels);
+  const char* algo = getenv("NCCL_ALGO");
+  s.tree = algo && strcmp(algo, "tree") == 0;
   return s;
 }
 inline const char* protoName(const Setup& s) { return s.ll ? "LL" : "Simple"; }
@@ -145,12 +148,12 @@ inline size_t chunkBytes(Coll c, const Setup& s) {
 }
 // Chunks a connector holds before its slots wrap around.
 inline size_t chunksPerConnector(Coll c, const Setup& s) { return isP2p(c) || s.ll ? PLEXUS_STEPS : PLEXUS_STEPS / 2; }
-// Count at which a new pipeline step begins: the chunk in elements, or for AllReduce (whose ring loop
-// covers nranks chunks) nranks of them. The per-rank count for AllGather, ReduceScatter, AlltoAll,
+// Count at which a new pipeline step begins: the chunk in elements, or for AllReduce on the ring
+// (whose loop covers nranks chunks) nranks of them. The per-rank count for AllGather, ReduceScatter, AlltoAll,
 // Gather and Scatter, whose blocks are chunked one by one.
 inline size_t boundaryCount(Coll c, ncclDataType_t t, const Setup& s, int nranks) {
   const size_t elems = std::max<size_t>(chunkBytes(c, s) / typeSize(t), 1);
-  return c == Coll::AllReduce ? elems * (size_t)nranks : elems;
+  return c == Coll::AllReduce && !s.tree ? elems * (size_t)nranks : elems;
 }
 
 enum class Size { Zero, One, Odd, BoundaryMinus1, Boundary, BoundaryPlus1, MultiChunk };
@@ -547,8 +550,8 @@ inline void runCase(const RankCtx& x, const Case& k, Wrong& w) {
     MATRIX_CALL(w, plexusCommLastDecision(x.comm, &d));
     w.algo = d.algorithm;
     const char* proto = isP2p(k.coll) ? "Simple" : protoName(x.setup);
-    // With several channels, the ring splits a multi-chunk collective over all of them.
-    const int channels = x.setup.channels && k.size == Size::MultiChunk && !isP2p(k.coll) && w.algo == "ring" && n > 1
+    // With several channels, ring and tree split a multi-chunk collective over all of them.
+    const int channels = x.setup.channels && k.size == Size::MultiChunk && !isP2p(k.coll) && w.algo != "direct" && n > 1
                              ? x.setup.channels
                              : d.nChannels;
     if (std::string(d.protocol) != proto || d.chunkBytes != chunkBytes(k.coll, x.setup) || d.nChannels != channels) {
@@ -628,6 +631,7 @@ struct Launch {
   int nranks;
   int channels = 0;  // > 0: NCCL_MIN_NCHANNELS=channels and PLEXUS_MIN_CHANNEL_BYTES=4096, so that
                      // collectives beyond a few KiB are split over that many channels
+  const char* algo = nullptr;  // NCCL_ALGO (nullptr: the planner's choice)
 };
 
 inline std::string scenarioName(const std::string& prefix, Coll c) { return prefix + collName(c); }
@@ -660,7 +664,7 @@ inline long runOne(Coll c, const Plan& plan, const std::string& scenarioPrefix, 
   env.set("PLEXUS_PROTO", nullptr);  // the PLEXUS_ twins would win
   env.set("PLEXUS_BUFFSIZE", nullptr);
   env.set("PLEXUS_ALGO", nullptr);
-  env.set("NCCL_ALGO", nullptr);
+  env.set("NCCL_ALGO", l.algo);
   const std::string channels = std::to_string(l.channels);
   env.set("NCCL_MIN_NCHANNELS", l.channels ? channels.c_str() : nullptr);
   env.set("PLEXUS_MIN_NCHANNELS", nullptr);
@@ -675,9 +679,10 @@ inline long runOne(Coll c, const Plan& plan, const std::string& scenarioPrefix, 
   long bad = l.processes ? harness::runProcesses(scenarioName(scenarioPrefix, c), l.nranks, 1200)
                          : harness::runThreads(l.nranks, body);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fprintf(stderr, "matrix: %-13s %-6s %d ranks as %-9s%s %5zu cases %6.1f s%s\n", collName(c), proto, l.nranks,
+  fprintf(stderr, "matrix: %-13s %-6s %d ranks as %-9s%s%s%s %5zu cases %6.1f s%s\n", collName(c), proto, l.nranks,
           l.processes ? "processes" : "threads", l.channels ? (" " + channels + " channels").c_str() : "",
-          caseCount(c, plan, strcmp(proto, "LL") == 0, l.nranks), secs, bad ? "  FAILED" : "");
+          l.algo ? " NCCL_ALGO=" : "", l.algo ? l.algo : "", caseCount(c, plan, strcmp(proto, "LL") == 0, l.nranks),
+          secs, bad ? "  FAILED" : "");
   return bad;
 }
 

@@ -17,6 +17,8 @@ const matrix::Plan kSample{{ncclInt8, ncclBfloat16, ncclFloat32, ncclUint64, ncc
                            /*everyRoot=*/false};
 [[maybe_unused]] const bool kRegistered = matrix::registerScenarios("matrix-sample/", &kSample);
 const matrix::Launch kLaunches[] = {{false, 3}, {true, 2}};
+// algo-tree forced for what it serves: 5 ranks (a re-rooted tree for every root but 0), 2 channels.
+const matrix::Launch kTree{false, 5, 2, "tree"};
 
 }  // namespace
 
@@ -27,4 +29,12 @@ TEST_CASE("matrix sample: every collective, 5 types, every operator and size cla
         INFO(matrix::collName(c), " proto=", proto, " nranks=", l.nranks, l.processes ? " (processes)" : " (threads)");
         CHECK(matrix::runOne(c, kSample, "matrix-sample/", proto, l) == 0);
       }
+}
+
+TEST_CASE("matrix sample: algo-tree (AllReduce, Broadcast, Reduce), Simple and LL") {
+  for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce})
+    for (const char* proto : {"Simple", "LL"}) {
+      INFO(matrix::collName(c), " proto=", proto, " NCCL_ALGO=tree");
+      CHECK(matrix::runOne(c, kSample, "matrix-sample/", proto, kTree) == 0);
+    }
 }

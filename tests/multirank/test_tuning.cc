@@ -63,9 +63,11 @@ long decisions(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, const
 
 TEST_CASE("tuning: the first matching rule decides; changing the file changes what runs") {
   const std::vector<size_t> counts = {16, 40000};  // 64 B and 160 KB of floats
-  for (int flip = 0; flip < 2; flip++) {
-    const char* small = flip ? "direct" : "ring";
-    const char* large = flip ? "ring" : "direct";
+  // Each algorithm in turn for the small and the large operation: ring -> tree, tree -> direct, ...
+  const char* algos[] = {"ring", "tree", "direct"};
+  for (int flip = 0; flip < 3; flip++) {
+    const char* small = algos[flip];
+    const char* large = algos[(flip + 1) % 3];
     ConfigFile cfg(std::string(R"({ "version": 1,
   "tuning": [
     { "collective": "allreduce", "bytes": [0, "64K"], "algorithm": ")") + small + R"(", "protocol": "ll" },

@@ -162,28 +162,6 @@ std::vector<IfAddr> findInterfaceMatchSubnet(const SocketAddress& remote, int fa
   return found;
 }
 
-// "lo(127.0.0.1, ::1) eth0(10.0.0.2)": what the user can put in NCCL_SOCKET_IFNAME.
-std::string describeInterfaces() {
-  std::vector<std::pair<std::string, std::string>> ifs;
-  IfAddrsPtr list = getInterfaces();
-  for (ifaddrs* i = list.get(); i; i = i->ifa_next) {
-    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
-    SocketAddress a{};
-    memcpy(&a, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-    std::string ip = toString(a);
-    ip = ip.substr(0, ip.rfind(':'));  // drop the port
-    if (ip.size() > 1 && ip[0] == '[') ip = ip.substr(1, ip.size() - 2);
-    auto it = std::find_if(ifs.begin(), ifs.end(), [&](auto& p) { return p.first == i->ifa_name; });
-    if (it == ifs.end())
-      ifs.push_back({i->ifa_name, ip});
-    else
-      it->second += ", " + ip;
-  }
-  if (ifs.empty()) return "none with an IPv4/IPv6 address";
-  std::string out;
-  for (auto& [name, ips] : ifs) out += (out.empty() ? "" : " ") + name + "(" + ips + ")";
-  return out;
-}
 
 bool parseAddressImpl(const char* str, SocketAddress* addr, std::string* why) {
   std::string s(str ? str : "");
@@ -234,6 +212,29 @@ bool parseAddressImpl(const char* str, SocketAddress* addr, std::string* why) {
 }
 
 }  // namespace
+
+// "lo(127.0.0.1, ::1) eth0(10.0.0.2)": what the user can put in NCCL_SOCKET_IFNAME.
+std::string describeInterfaces() {
+  std::vector<std::pair<std::string, std::string>> ifs;
+  IfAddrsPtr list = getInterfaces();
+  for (ifaddrs* i = list.get(); i; i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    SocketAddress a{};
+    memcpy(&a, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    std::string ip = toString(a);
+    ip = ip.substr(0, ip.rfind(':'));  // drop the port
+    if (ip.size() > 1 && ip[0] == '[') ip = ip.substr(1, ip.size() - 2);
+    auto it = std::find_if(ifs.begin(), ifs.end(), [&](auto& p) { return p.first == i->ifa_name; });
+    if (it == ifs.end())
+      ifs.push_back({i->ifa_name, ip});
+    else
+      it->second += ", " + ip;
+  }
+  if (ifs.empty()) return "none with an IPv4/IPv6 address";
+  std::string out;
+  for (auto& [name, ips] : ifs) out += (out.empty() ? "" : " ") + name + "(" + ips + ")";
+  return out;
+}
 
 std::string toString(const SocketAddress& addr) {
   char ip[INET6_ADDRSTRLEN] = "?";

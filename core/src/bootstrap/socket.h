@@ -34,6 +34,8 @@ ncclResult_t parseAddress(const char* str, SocketAddress* addr, const char* what
 // exclude, '=' for exact names), NCCL_SOCKET_FAMILY (AF_INET / AF_INET6); when unset: ib*, then the subnet of
 // NCCL_COMM_ID, then anything but docker*/lo*, then docker*, then lo. The port of *addr is 0.
 ncclResult_t findInterface(SocketAddress* addr, std::string* ifName);
+// "lo(127.0.0.1, ::1) eth0(10.0.0.2)": the host's interfaces, as NCCL_SOCKET_IFNAME names them.
+std::string describeInterfaces();
 
 // The bootstrap's one timeout knob: PLEXUS_BOOTSTRAP_TIMEOUT / NCCL_BOOTSTRAP_TIMEOUT, seconds (default 120).
 int bootstrapTimeout();

@@ -11,6 +11,7 @@ void channelsInit(Channels* ch, int nChannels, int nRanks) {
   ch->dev.assign(nChannels, plexusDevChannel_v1_t{});
   ch->peers.assign(nChannels, std::vector<plexusDevChannelPeer_v1_t>(nRanks, plexusDevChannelPeer_v1_t{}));
   ch->ringOrder.assign(nChannels, std::vector<int>(nRanks, 0));
+  ch->treeParents.assign(nChannels, std::vector<int>(nRanks, -1));
   for (int c = 0; c < nChannels; c++) {
     plexusDevChannel_v1_t& d = ch->dev[c];
     d.id = c;
@@ -19,6 +20,7 @@ void channelsInit(Channels* ch, int nChannels, int nRanks) {
     d.ring.userRanks = ch->ringOrder[c].data();
     d.tree.up = -1;
     for (int& down : d.tree.down) down = -1;
+    d.tree.parents = ch->treeParents[c].data();
     d.waitPeer = -1;
   }
 }
@@ -60,7 +62,29 @@ ncclResult_t channelsSetTrees(Channels* ch, int rank, int nRanks, const plexusAl
       for (int j = 0; j < i; j++)
         if (d >= 0 && t.down[j] == d) return bad("down", d);
     }
-    ch->dev[c].tree = t;
+    // The parent table: this rank's links as given, and one root that every rank reaches.
+    const int* parents = graph.channels[c].treeParents;
+    auto badTable = [&](const char* why, int r) {
+      return setError(nullptr, ncclInternalError, "algorithm graph: channel %d's tree parent table on rank %d: %s "
+                      "(rank %d)", c, rank, why, r);
+    };
+    if (parents[rank] != t.up) return badTable("the entry of this rank is not its tree.up", rank);
+    for (int d : t.down)
+      if (d >= 0 && parents[d] != rank) return badTable("a child of this rank has another parent", d);
+    int roots = 0;
+    for (int r = 0; r < nRanks; r++) {
+      if (parents[r] < -1 || parents[r] >= nRanks) return badTable("a parent is not a rank", r);
+      roots += parents[r] == -1;
+      int hops = 0;
+      for (int p = r; p >= 0; p = parents[p])
+        if (++hops > nRanks) return badTable("the parents form a cycle", r);
+    }
+    if (roots != 1) return badTable("the table has no single root", -1);
+    std::copy(parents, parents + nRanks, ch->treeParents[c].begin());
+    plexusDevTree_v1_t& dev = ch->dev[c].tree;
+    dev.depth = t.depth;
+    dev.up = t.up;
+    std::copy(t.down, t.down + PLEXUS_MAX_TREE_ARITY, dev.down);
   }
   return ncclSuccess;
 }

@@ -25,6 +25,7 @@ struct Channels {
   std::vector<plexusDevChannel_v1_t> dev;                 // what kernels see, one per channel
   std::vector<std::vector<plexusDevChannelPeer_v1_t>> peers;  // [channel][rank]
   std::vector<std::vector<int>> ringOrder;                // [channel][position] -> rank
+  std::vector<std::vector<int>> treeParents;              // [channel][rank] -> its tree parent, -1 at the root
   std::vector<Connection> connections;
 };
 
@@ -32,7 +33,8 @@ struct Channels {
 void channelsInit(Channels* ch, int nChannels, int nRanks);
 // Sets each channel's ring order and links (prev, next, this rank's index) from an algorithm's graph.
 ncclResult_t channelsSetRings(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph);
-// Sets each channel's tree links (up, down[], depth) from an algorithm's graph, after checking them.
+// Sets each channel's tree (up, down[], depth, every rank's parent) from an algorithm's graph, after
+// checking that it is one tree and agrees with this rank's links.
 ncclResult_t channelsSetTrees(Channels* ch, int rank, int nRanks, const plexusAlgoGraph_v1_t& graph);
 
 }  // namespace plexus

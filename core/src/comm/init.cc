@@ -28,55 +28,13 @@ namespace {
 
 thread_local int currentDevice = 0;
 
-// The algorithm plugins to load: PLEXUS_ALGORITHMS, else the configuration's plugins.algorithms, else
-// the default set.
-std::vector<std::string> algorithmNames(const Config& config) {
-  auto env = envGet("ALGORITHMS");
-  if (!env && !config.algorithms.empty()) return config.algorithms;
-  std::vector<std::string> names;
-  std::string spec = env ? *env : "ring,direct";
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string tok = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (!tok.empty()) names.push_back(tok);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return names;
-}
-
-// Channels to set up: NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it; by default as many as the
-// node's cores can run at once for its ranks (a host channel is a thread), at most 4.
-int channelCount(const ncclComm* comm) {
-  int n = std::clamp(comm->topo.cores / std::max(1, comm->topo.nLocalRanks), 1, 4);
-  int lo = (int)envInt("MIN_NCHANNELS", 1), hi = (int)envInt("MAX_NCHANNELS", PLEXUS_MAXCHANNELS);
-  n = std::max(n, lo);
-  n = std::min(n, hi);
-  return std::clamp(n, 1, PLEXUS_MAXCHANNELS);
-}
-
 ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
-  NCCLCHECK(loadAlgorithms(algorithmNames(*comm->config), &plugins));
-  plexusAlgoTopo_v1_t topo{};
-  topo.rank = comm->rank;
-  topo.nRanks = comm->nRanks;
-  topo.node = comm->topo.node;
-  topo.nNodes = comm->topo.nNodes;
-  topo.localRank = comm->topo.localRank;
-  topo.nLocalRanks = comm->topo.nLocalRanks;
-  topo.rankNode = comm->topo.rankNode.data();
-  topo.rankLocalRank = comm->topo.rankLocalRank.data();
-  const LinkPerf local = localLinkPerf(comm->topo, comm->channels.count), net = netLinkPerf();
-  topo.localHopUs = local.hopUs;
-  topo.localGBs = local.gbs;
-  topo.netHopUs = net.hopUs;
-  topo.netGBs = net.gbs;
-  topo.coresShared = comm->topo.coresShared(comm->channels.count);
-  topo.stepBytes = (int)(comm->buffSize / PLEXUS_STEPS);
+  NCCLCHECK(loadAlgorithms(configAlgorithms(*comm->config), &plugins));
+  const plexusAlgoTopo_v1_t topo = algoTopology(comm->topo, comm->rank, comm->channels.count, comm->buffSize);
   bool haveRing = false, haveTree = false;
   std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));
+  std::vector<std::vector<int>> parents(comm->channels.count, std::vector<int>(comm->nRanks, -2));
   std::vector<ConnectRequest> reqs;
   auto want = [&](int channel, int peer, bool isSend) {
     if (peer == comm->rank || peer < 0) return;
@@ -92,7 +50,10 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
     comm->algos.push_back(inst);
     plexusAlgoGraph_v1_t graph{};
     graph.nChannels = comm->channels.count;
-    for (int c = 0; c < graph.nChannels; c++) graph.channels[c].ringOrder = orders[c].data();
+    for (int c = 0; c < graph.nChannels; c++) {
+      graph.channels[c].ringOrder = orders[c].data();
+      graph.channels[c].treeParents = parents[c].data();
+    }
     if (p->api->buildGraph(inst.ctx, &graph) != ncclSuccess)
       return setError(comm, ncclInternalError, "algorithm plugin '%s': buildGraph failed on rank %d", p->name.c_str(),
                       comm->rank);
@@ -151,7 +112,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   comm->buffSize &= ~(size_t)(4096 * PLEXUS_STEPS - 1);  // page-aligned slots
   // Channel count and buffer size must agree on every rank: take the smallest any rank proposes.
   std::vector<int> proposals(comm->nRanks);
-  proposals[comm->rank] = channelCount(comm);
+  proposals[comm->rank] = channelCount(comm->topo);
   NCCLCHECK(comm->bootstrap->allGather(proposals.data(), sizeof(int)));
   std::vector<size_t> buffs(comm->nRanks);
   buffs[comm->rank] = comm->buffSize;

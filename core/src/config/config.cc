@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "misc/check.h"
+#include "misc/env.h"
 #include "planner/planner.h"
 
 namespace plexus {
@@ -378,6 +379,22 @@ ncclResult_t configLoad(std::shared_ptr<const Config>* out) {
          cfg->defaults.size(), cfg->algorithms.empty() ? "" : ", algorithm plugins from the file");
   *out = cfg;
   return ncclSuccess;
+}
+
+std::vector<std::string> configAlgorithms(const Config& config) {
+  auto env = envGet("ALGORITHMS");
+  if (!env && !config.algorithms.empty()) return config.algorithms;
+  std::vector<std::string> names;
+  const std::string spec = env ? *env : "ring,direct,tree";
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string tok = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!tok.empty()) names.push_back(tok);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return names;
 }
 
 bool configDefault(const std::string& var, std::string* value) {

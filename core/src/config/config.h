@@ -61,6 +61,10 @@ ncclResult_t configParse(const std::string& text, const std::string& path, Confi
 // changes, and its knob defaults take effect (envGet) from then on. No file: an empty Config.
 ncclResult_t configLoad(std::shared_ptr<const Config>* out);
 
+// The algorithm plugins to load: PLEXUS_ALGORITHMS, else the configuration's plugins.algorithms, else
+// the default set (ring, direct, tree).
+std::vector<std::string> configAlgorithms(const Config& config);
+
 // A knob's default from the configuration in effect ("NCCL_BUFFSIZE"), if it gives one.
 bool configDefault(const std::string& var, std::string* value);
 

@@ -11,6 +11,8 @@
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/env.h"
+#include "misc/rand.h"
+#include "plugin/loader.h"
 #include "stream/host_stream.h"
 #include "transport/transport.h"
 
@@ -51,10 +53,52 @@ bool isP2p(ncclFunc_t func) { return func == ncclFuncSend || func == ncclFuncRec
 
 }  // namespace
 
+namespace {
+
+// Step 3 of tuning: the tuner plugin NCCL_TUNER_PLUGIN, else the configuration's plugins.tuner, else
+// the default name, names. Ranks must decide alike, so it runs only if every rank started the same
+// one; otherwise no rank uses it.
+ncclResult_t startTuner(ncclComm* comm) {
+  std::string spec, source = "default";
+  if (auto env = envGet("TUNER_PLUGIN")) {
+    spec = *env;
+    source = "NCCL_TUNER_PLUGIN=" + spec;
+  } else if (!comm->config->tuner.empty()) {
+    spec = comm->config->tuner;
+    source = "plugins.tuner of " + comm->config->path;
+  }
+  const TunerPlugin* plugin = loadTuner(spec, source);
+  // NVLink domains: Plexus's are its nodes.
+  ncclNvlDomainInfo_v6_t nvl{comm->topo.nNodes, comm->nRanks, 0};
+  for (int n = 0; n < comm->topo.nNodes; n++) {
+    const int ranks = (int)std::count(comm->topo.rankNode.begin(), comm->topo.rankNode.end(), n);
+    nvl.minRanksPerNvlDomain = std::min(nvl.minRanksPerNvlDomain, ranks);
+    nvl.maxRanksPerNvlDomain = std::max(nvl.maxRanksPerNvlDomain, ranks);
+  }
+  bool started = false;
+  NCCLCHECK(tuningStartTuner(&comm->tuning, plugin, comm->commHash, nvl, &started));
+  std::vector<uint64_t> ids(comm->nRanks);
+  const uint64_t mine = started ? hashCombine(hashBytes(plugin->name.data(), plugin->name.size()), plugin->version) : 0;
+  ids[comm->rank] = mine;
+  NCCLCHECK(comm->bootstrap->allGather(ids.data(), sizeof(uint64_t)));
+  std::string others;
+  for (int r = 0; r < comm->nRanks; r++)
+    if (ids[r] != mine) others += (others.empty() ? "" : ",") + std::to_string(r);
+  if (others.empty()) return ncclSuccess;
+  if (started)
+    WARN("%s: not used: rank(s) %s run without it or with another tuner, and every rank must choose alike; load "
+         "the same tuner plugin on every rank (NCCL_TUNER_PLUGIN)", plugin->label.c_str(), others.c_str());
+  tuningStopTuner(&comm->tuning);
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t plannerInit(ncclComm* comm) {
   comm->tuning.comm = comm;
   NCCLCHECK(tuningInit(&comm->tuning, &comm->algos, comm->config, comm->rank, comm->nRanks, comm->topo.nNodes,
                        comm->channels.count, comm->buffSize / PLEXUS_STEPS));
+  NCCLCHECK(startTuner(comm));
   comm->planner.checkArgs = envInt("CHECK_MODE", 0) != 0;
   return ncclSuccess;
 }

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "comm/communicator.h"
 #include "misc/check.h"
 #include "misc/env.h"
+#include "plugin/loader.h"
 
 namespace plexus {
 
@@ -78,6 +80,15 @@ int ncclAlgoIndex(const std::string& name) {
   return -1;
 }
 
+// Our protocol indices are NCCL's, so a protocol's cost-table column is its PLEXUS_PROTO_* value.
+static_assert(PLEXUS_PROTO_LL == NCCL_PROTO_LL && PLEXUS_PROTO_LL128 == NCCL_PROTO_LL128 &&
+              PLEXUS_PROTO_SIMPLE == NCCL_PROTO_SIMPLE && PLEXUS_NUM_PROTOCOLS == NCCL_NUM_PROTOCOLS,
+              "protocol indices differ from NCCL's");
+
+// Tuner plugins are asked about NCCL's tuned collectives alone (Broadcast..AllReduce,
+// NCCL_NUM_FUNCTIONS): older tuners index their tables by collType and know no others.
+constexpr int kTunedFuncs = 5;
+
 // One candidate: an (algorithm, protocol) pair the environment allows and its cost model prices.
 struct Candidate {
   int algo, proto, nChannels;
@@ -120,7 +131,111 @@ size_t maxChunk(const Tuning& t, int proto) {
   return proto == PLEXUS_PROTO_LL ? (size_t)PLEXUS_LL_SLOT_LINES * 8 : t.stepBytes * 2;
 }
 
+// What the tuner plugin made of the table (step 3).
+struct TunerAnswer {
+  const Candidate* pick = nullptr;  // null: it changed nothing, the cost model decides
+  int channels = 0;                 // its *nChannels; 0: the default
+  std::string why;
+};
+
+// Step 3: the candidates NCCL has an index for go into NCCL's cost table as their cost model's time
+// (every other cell IGNORE: filtered by NCCL_ALGO/NCCL_PROTO, not loaded, not serving func, declined by
+// its cost model); after getCollInfo the cheapest cell >= 0 runs (NCCL's order breaks ties), set
+// against the candidates without an index at their cost model's time.
+ncclResult_t askTuner(const Tuning& t, ncclFunc_t func, size_t bytes, const std::vector<Candidate>& cs,
+                      TunerAnswer* out) {
+  float table[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  for (auto& row : table)
+    for (float& cell : row) cell = NCCL_ALGO_PROTO_IGNORE;
+  std::vector<int> cellOf(cs.size(), -1);  // a * NCCL_NUM_PROTOCOLS + p, or -1 without an index
+  for (size_t i = 0; i < cs.size(); i++) {
+    const int a = ncclAlgoIndex((*t.algos)[cs[i].algo].plugin->name);
+    if (a < 0) continue;
+    table[a][cs[i].proto] = cs[i].timeUs;
+    cellOf[i] = a * NCCL_NUM_PROTOCOLS + cs[i].proto;
+  }
+  float before[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  memcpy(before, table, sizeof table);
+  int nChannels = 0;
+  const TunerPlugin& tuner = *t.tuner;
+  ncclResult_t r = tuner.api->getCollInfo(t.tunerCtx, func, bytes, 1, (float**)table, NCCL_NUM_ALGORITHMS,
+                                          NCCL_NUM_PROTOCOLS, 0, &nChannels);
+  if (r != ncclSuccess)
+    return setError(t.comm, ncclInternalError,
+                    "%s: getCollInfo failed with %s for %s of %zu bytes on %d ranks; fix the plugin or its "
+                    "configuration, or run without it (NCCL_TUNER_PLUGIN=none)", tuner.label.c_str(),
+                    ncclGetErrorString(r), funcName(func), bytes, t.nRanks);
+  const bool changed = memcmp(before, table, sizeof table) != 0;
+  out->channels = std::max(nChannels, 0);
+  if (!changed && !out->channels) return ncclSuccess;
+  const float* cells = &table[0][0];
+  const Candidate* pick = nullptr;
+  int pickCell = -1;
+  float best = 0;
+  auto consider = [&](size_t i, float us) {
+    if (!(us >= 0) || (pick && !(us < best))) return;  // strict: the first of equal cells wins, as in NCCL
+    pick = &cs[i];
+    pickCell = cellOf[i];
+    best = us;
+  };
+  for (int cell = 0; cell < NCCL_NUM_ALGORITHMS * NCCL_NUM_PROTOCOLS; cell++)
+    for (size_t i = 0; i < cs.size(); i++)
+      if (cellOf[i] == cell) consider(i, cells[cell]);
+  for (size_t i = 0; i < cs.size(); i++)
+    if (cellOf[i] < 0) consider(i, cs[i].timeUs);
+  if (!pick)
+    return setError(t.comm, ncclInternalError,
+                    "%s left nothing to run %s of %zu bytes on %d ranks: it set every algorithm/protocol cell it was "
+                    "offered to IGNORE (or below 0); fix its configuration, or run without it (NCCL_TUNER_PLUGIN=none)",
+                    tuner.label.c_str(), funcName(func), bytes, t.nRanks);
+  char buf[160];
+  const char* algo = (*t.algos)[pick->algo].plugin->name.c_str();
+  if (pickCell >= 0 && cells[pickCell] != (&before[0][0])[pickCell])
+    snprintf(buf, sizeof buf, ": %s/%s", algo, protoName(pick->proto));
+  else if (changed)
+    snprintf(buf, sizeof buf, " rewrote the cost table; cheapest left %s/%s %.2f us", algo, protoName(pick->proto),
+             best);
+  else
+    snprintf(buf, sizeof buf, " kept the cost model's %s/%s %.2f us", algo, protoName(pick->proto), best);
+  out->why = tuner.label + buf;
+  if (out->channels) out->why += ", " + std::to_string(out->channels) + " channel(s)";
+  out->pick = pick;
+  return ncclSuccess;
+}
+
 }  // namespace
+
+Tuning::~Tuning() { tuningStopTuner(this); }
+
+ncclResult_t tuningStartTuner(Tuning* t, const TunerPlugin* plugin, uint64_t commId,
+                              const ncclNvlDomainInfo_v6_t& nvlDomains, bool* started) {
+  tuningStopTuner(t);
+  *started = false;
+  if (!plugin) return ncclSuccess;
+  ncclNvlDomainInfo_v6_t nvl = nvlDomains;
+  ncclTunerConstants_v6_t constants{};  // in/out; our cost models have no use for NCCL's
+  void* ctx = nullptr;
+  ncclResult_t r = plugin->api->init(&ctx, commId, (size_t)t->nRanks, (size_t)t->nNodes, debugLog, &nvl, &constants);
+  if (r != ncclSuccess) {
+    WARN("%s: init failed with %s on rank %d; running without a tuner plugin. Fix the plugin or its configuration, "
+         "or set NCCL_TUNER_PLUGIN=none", plugin->label.c_str(), ncclGetErrorString(r), t->rank);
+    return ncclSuccess;
+  }
+  t->tuner = plugin;
+  t->tunerCtx = ctx;
+  *started = true;
+  return ncclSuccess;
+}
+
+void tuningStopTuner(Tuning* t) {
+  if (!t->tuner) return;
+  if (t->tuner->api->finalize(t->tunerCtx) != ncclSuccess)
+    WARN("%s: finalize failed on rank %d (ignored)", t->tuner->label.c_str(), t->rank);
+  t->tuner = nullptr;
+  t->tunerCtx = nullptr;
+  // Decisions made with it no longer hold.
+  t->cache.fill(Tuning::Cached{});
+}
 
 ncclResult_t tuningInit(Tuning* t, const std::vector<AlgoInstance>* algos, std::shared_ptr<const Config> config,
                         int rank, int nRanks, int nNodes, int nChannels, size_t stepBytes) {
@@ -205,6 +320,14 @@ ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d)
       chunk = rule->chunkBytes;
     }
   }
+  TunerAnswer tuned;
+  const bool askTunerNow = !pick && t.tuner && (int)func < kTunedFuncs;
+  if (askTunerNow) {
+    NCCLCHECK(askTuner(t, func, bytes, cs, &tuned));
+    pick = tuned.pick;
+    channels = tuned.channels;
+    why += tuned.why;
+  }
   if (!pick) {
     pick = cheapest(cs, -1, -1);
     if (!pick) {
@@ -221,6 +344,7 @@ ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d)
     for (const Candidate& c : cs)
       if (&c != pick && (!second || c.timeUs < second->timeUs)) second = &c;
     if (second) why += ", next " + describe(t, *second);
+    if (askTunerNow) why += "; " + t.tuner->label + " left the table as it was";
   }
   Decision dec;
   dec.algo = pick->algo;
@@ -229,6 +353,21 @@ ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d)
   const int algoMax = std::min(t.nChannels, (*t.algos)[pick->algo].maxChannels);
   dec.nChannels = channels ? std::min(channels, algoMax) : pick->nChannels;
   dec.chunkBytes = std::min(chunk ? (size_t)chunk : maxChunk(t, dec.proto), maxChunk(t, dec.proto));
+  // v6 may set the chunk of the pair it ran, within what the protocol's buffers take.
+  const int ncclAlgo = ncclAlgoIndex((*t.algos)[pick->algo].plugin->name);
+  if (askTunerNow && ncclAlgo >= 0 && t.tuner->api->hasChunkSize()) {
+    size_t tunedChunk = dec.chunkBytes;
+    ncclResult_t r = t.tuner->api->getChunkSize(t.tunerCtx, func, bytes, ncclAlgo, dec.proto, dec.nChannels,
+                                                &tunedChunk);
+    if (r != ncclSuccess)
+      return setError(t.comm, ncclInternalError,
+                      "%s: getChunkSize failed with %s for %s of %zu bytes; fix the plugin or run without it "
+                      "(NCCL_TUNER_PLUGIN=none)", t.tuner->label.c_str(), ncclGetErrorString(r), funcName(func), bytes);
+    if (tunedChunk && tunedChunk != dec.chunkBytes) {
+      dec.chunkBytes = std::min(tunedChunk, maxChunk(t, dec.proto));
+      why += "; its chunk " + std::to_string(dec.chunkBytes) + " B";
+    }
+  }
   dec.reason = intern(t, why);
   cached = Tuning::Cached{(int)func, bytes, dec};
   // Once per collective and power-of-two size bucket.

@@ -1,8 +1,13 @@
 #include "loader.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -160,6 +165,148 @@ ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out) {
   out->clear();
   for (auto& t : transportRegistry) out->push_back(t.get());
   return ncclSuccess;
+}
+
+namespace {
+
+// Newest first, as NCCL tries them.
+struct TunerVersion {
+  int version;
+  std::unique_ptr<const TunerApi> (*adapt)(const void*, std::string*);
+};
+const TunerVersion tunerVersions[] = {
+    {6, tunerAdapt_v6}, {5, tunerAdapt_v5}, {4, tunerAdapt_v4}, {3, tunerAdapt_v3}, {2, tunerAdapt_v2}};
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string loadedPath(void* lib, const std::string& fallback) {
+  struct link_map* map = nullptr;
+  if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && map->l_name[0]) return map->l_name;
+  return fallback;
+}
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+// Opens and checks the tuner spec names; nullptr when none loads. *report: the line logged.
+std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::string& source, std::string* report) {
+  const bool named = !spec.empty();
+  if (named && strcasecmp(spec.c_str(), "none") == 0) {
+    *report = "tuner plugin: none (" + source + ")";
+    INFO(NCCL_INIT | NCCL_TUNING, "%s", report->c_str());
+    return nullptr;
+  }
+  // What dlopen is given, in order: NCCL's names (found by dlopen's own search), then our folders.
+  std::string file = named ? spec : "libnccl-tuner.so";
+  std::vector<std::string> tries{file};
+  const bool isPath = spec.find('/') != std::string::npos;
+  if (named && !isPath && !(spec.compare(0, 3, "lib") == 0 && endsWith(spec, ".so"))) {
+    file = "libnccl-tuner-" + spec + ".so";
+    tries.push_back(file);
+  }
+  if (!isPath) {
+    std::string inDirs = findPluginFile(file);
+    if (!inDirs.empty()) tries.push_back(inDirs);
+  }
+  void* lib = nullptr;
+  std::string tried, errors;
+  for (const std::string& t : tries) {
+    tried += (tried.empty() ? "" : ", ") + t;
+    lib = dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      file = t;
+      break;
+    }
+    const char* err = dlerror();
+    if (err && !strstr(err, "No such file or directory")) errors += std::string("; ") + err;
+  }
+  const std::string what = named ? "tuner plugin '" + spec + "' (" + source + ")" : "tuner plugin";
+  if (!lib) {
+    if (named || !errors.empty()) {
+      *report = format("%s: not loaded: tried %s%s. Running without a tuner plugin; to use it, put %s in "
+                       "LD_LIBRARY_PATH or PLEXUS_PLUGIN_PATH or give its full path, or set NCCL_TUNER_PLUGIN=none to "
+                       "run without one quietly", what.c_str(), tried.c_str(), errors.c_str(), file.c_str());
+      WARN("%s", report->c_str());
+    } else {
+      *report = "tuner plugin: none (no libnccl-tuner.so in the library path, PLEXUS_PLUGIN_PATH or beside "
+                "libplexus.so; NCCL_TUNER_PLUGIN names one)";
+      INFO(NCCL_INIT | NCCL_TUNING, "%s", report->c_str());
+    }
+    return nullptr;
+  }
+  const std::string path = loadedPath(lib, file);
+  std::string found, why;
+  const TunerVersion* use = nullptr;
+  const void* table = nullptr;
+  for (const TunerVersion& v : tunerVersions) {
+    const void* sym = dlsym(lib, ("ncclTunerPlugin_v" + std::to_string(v.version)).c_str());
+    if (!sym) continue;
+    found += (found.empty() ? "v" : ", v") + std::to_string(v.version);
+    if (!use) {
+      use = &v;
+      table = sym;
+    }
+  }
+  std::unique_ptr<const TunerApi> api;
+  if (!use) {
+    why = "it exports none of them";
+  } else {
+    api = use->adapt(table, &why);
+    if (!api) why = "ncclTunerPlugin_v" + std::to_string(use->version) + "'s " + why;
+  }
+  if (!api) {
+    *report = format("%s: refused %s: looked for ncclTunerPlugin_v6, _v5, _v4, _v3, _v2, found %s; %s. Running "
+                     "without a tuner plugin: fix or rebuild the plugin against NCCL's tuner headers, or set "
+                     "NCCL_TUNER_PLUGIN=none", what.c_str(), path.c_str(), found.empty() ? "none" : found.c_str(),
+                     why.c_str());
+    WARN("%s", report->c_str());
+    dlclose(lib);
+    return nullptr;
+  }
+  auto p = std::make_unique<TunerPlugin>();
+  const char* name = *(const char* const*)table;  // every version's table starts with its name
+  p->name = name && name[0] ? name : path.substr(path.rfind('/') + 1);
+  p->path = path;
+  p->version = use->version;
+  p->api = std::move(api);
+  p->label = "tuner plugin " + p->name + " (" + path + ", v" + std::to_string(p->version) + ")";
+  *report = format("tuner plugin '%s': loaded %s (ncclTunerPlugin_v%d; the file exports %s; %s)", p->name.c_str(),
+                   path.c_str(), p->version, found.c_str(), named ? source.c_str() : "default name");
+  INFO(NCCL_INIT | NCCL_TUNING, "%s", report->c_str());
+  return p;  // the library stays open for the life of the process
+}
+
+// Every spec asked for so far and what it gave (plugin nullptr: none), so each is searched and logged once.
+struct TunerLoad {
+  std::string spec, report;
+  std::unique_ptr<TunerPlugin> plugin;
+};
+std::vector<TunerLoad> tunerRegistry;
+
+}  // namespace
+
+const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report) {
+  std::lock_guard<std::mutex> lock(registryMutex);
+  const TunerLoad* load = nullptr;
+  for (const TunerLoad& l : tunerRegistry)
+    if (l.spec == spec) load = &l;
+  if (!load) {
+    TunerLoad l{spec, "", nullptr};
+    l.plugin = openTuner(spec, source, &l.report);
+    tunerRegistry.push_back(std::move(l));
+    load = &tunerRegistry.back();
+  }
+  if (report) *report = load->report;
+  return load->plugin.get();
 }
 
 }  // namespace plexus

@@ -5,8 +5,11 @@
 #include <plexus/algo_v1.h>
 #include <plexus/transport_v1.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "plugin/tuner.h"
 
 namespace plexus {
 
@@ -23,6 +26,15 @@ struct TransportPlugin {
   void* ctx;
 };
 
+// An NCCL tuner plugin (ncclTunerPlugin_v6 .. _v2).
+struct TunerPlugin {
+  std::string name;   // its table's name (the file's, when it gives none)
+  std::string path;   // the file loaded
+  int version = 0;    // the ABI version in use: the newest the file exports
+  std::unique_ptr<const TunerApi> api;  // v6's calls over that version
+  std::string label;  // "tuner plugin <name> (<path>, v<N>)", for decisions and logs
+};
+
 // Where plugin `fileName` lives: PLEXUS_PLUGIN_PATH (colon-separated folders), then the plexus/ folder
 // beside libplexus.so, then the folder of libplexus.so itself. Empty when none has it.
 std::string findPluginFile(const std::string& fileName);
@@ -35,6 +47,15 @@ ncclResult_t loadAlgorithms(const std::vector<std::string>& names, std::vector<c
 // The transports available to communicators (p2p-nvlink today), loaded once per process. A transport
 // that fails to load is reported and left out; the communicator fails later only if it needs it.
 ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out);
+
+// The tuner plugin `spec` names, loaded once per process; nullptr when there is none. spec has
+// NCCL_TUNER_PLUGIN's syntax: empty for the default libnccl-tuner.so, a name (tried as given, then as
+// libnccl-tuner-<name>.so), a path, or "none"; dlopen's own search goes first, then PLEXUS_PLUGIN_PATH
+// and the folders beside libplexus.so. `source` says where spec came from, for the one log line: what
+// was searched, what loaded with which ABI version, or why not. A tuner that cannot be loaded is a
+// warning, never an error (as in NCCL): the runtime goes on without one. *report, if given, gets that
+// line (for plexus-info and tests), the same on every call for spec.
+const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report = nullptr);
 
 // Validation shared by the loader and the tests: nullptr when the table is acceptable, else why not.
 const char* checkAlgoTable(const plexusAlgo_v1_t* api);

@@ -86,4 +86,32 @@ LinkPerf localLinkPerf(const Topology& t, int nChannels) {
 
 LinkPerf netLinkPerf() { return LinkPerf{8.0f, 3.0f}; }
 
+int channelCount(const Topology& t) {
+  int n = std::clamp(t.cores / std::max(1, t.nLocalRanks), 1, 4);
+  int lo = (int)envInt("MIN_NCHANNELS", 1), hi = (int)envInt("MAX_NCHANNELS", PLEXUS_MAXCHANNELS);
+  n = std::max(n, lo);
+  n = std::min(n, hi);
+  return std::clamp(n, 1, PLEXUS_MAXCHANNELS);
+}
+
+plexusAlgoTopo_v1_t algoTopology(const Topology& t, int rank, int nChannels, size_t buffSize) {
+  plexusAlgoTopo_v1_t a{};
+  a.rank = rank;
+  a.nRanks = (int)t.rankNode.size();
+  a.node = t.node;
+  a.nNodes = t.nNodes;
+  a.localRank = t.localRank;
+  a.nLocalRanks = t.nLocalRanks;
+  a.rankNode = t.rankNode.data();
+  a.rankLocalRank = t.rankLocalRank.data();
+  const LinkPerf local = localLinkPerf(t, nChannels), net = netLinkPerf();
+  a.localHopUs = local.hopUs;
+  a.localGBs = local.gbs;
+  a.netHopUs = net.hopUs;
+  a.netGBs = net.gbs;
+  a.coresShared = t.coresShared(nChannels) ? (t.nLocalRanks * nChannels + t.cores - 1) / t.cores : 0;
+  a.stepBytes = (int)(buffSize / PLEXUS_STEPS);
+  return a;
+}
+
 }  // namespace plexus

@@ -2,6 +2,7 @@
 // NICs, GPUs) comes with the net transport; the host backend needs only node and process identity.
 #pragma once
 
+#include <plexus/algo_v1.h>
 #include <plexus/transport_v1.h>
 
 #include <cstdint>
@@ -45,5 +46,13 @@ LinkPerf localLinkPerf(const Topology& t, int nChannels);
 LinkPerf netLinkPerf();
 
 Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank);
+
+// Channels to set up: NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it; by default as many as the
+// node's cores can run at once for its ranks (a host channel is a thread), at most 4.
+int channelCount(const Topology& t);
+
+// What algorithm plugins are told of rank's view of t, with nChannels channels of buffSize bytes per
+// connection. The arrays point into t.
+plexusAlgoTopo_v1_t algoTopology(const Topology& t, int rank, int nChannels, size_t buffSize);
 
 }  // namespace plexus

@@ -38,7 +38,9 @@ typedef struct plexusAlgoTopo_v1 {
   const int* rankLocalRank; /* local rank of each rank */
   /* What the core estimates of the links, for cost models: the latency of one hop (a step handed to
    * a peer and seen there) and the bandwidth of one channel, within a node and between nodes; and
-   * whether the node's ranks share cores, where every rank a step waits for costs a context switch. */
+   * whether the node's ranks share cores, where every rank a step waits for costs a context switch:
+   * coresShared is 0 when every host channel of the node has a core, else how many share each core
+   * (rounded up). */
   float localHopUs;
   float localGBs;
   float netHopUs;
@@ -54,7 +56,8 @@ typedef struct plexusAlgoTopo_v1 {
 
 typedef struct plexusAlgoChannelGraph_v1 {
   int* ringOrder;          /* [nRanks], filled by the plugin: the ranks in ring order */
-  plexusDevTree_v1_t tree; /* this rank's links in the channel's tree */
+  plexusDevTree_v1_t tree; /* this rank's links in the channel's tree (tree.parents is the core's) */
+  int* treeParents;        /* [nRanks], filled by a tree-building plugin: every rank's tree.up */
 } plexusAlgoChannelGraph_v1_t;
 
 typedef struct plexusAlgoGraph_v1 {
@@ -90,7 +93,7 @@ typedef struct plexusAlgo_v1 {
 #ifdef __cplusplus
 } /* extern "C" */
 static_assert(sizeof(plexusAlgoTopo_v1_t) == 64, "plexusAlgoTopo_v1_t layout");
-static_assert(sizeof(plexusAlgoChannelGraph_v1_t) == 32, "plexusAlgoChannelGraph_v1_t layout");
+static_assert(sizeof(plexusAlgoChannelGraph_v1_t) == 48, "plexusAlgoChannelGraph_v1_t layout");
 static_assert(offsetof(plexusAlgoGraph_v1_t, channels) == 16, "plexusAlgoGraph_v1_t layout");
 static_assert(sizeof(plexusAlgo_v1_t) == 72, "plexusAlgo_v1_t layout");
 #endif

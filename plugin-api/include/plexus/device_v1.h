@@ -117,6 +117,10 @@ typedef struct plexusDevTree_v1 {
   int depth;
   int up;                          /* -1 at the root */
   int down[PLEXUS_MAX_TREE_ARITY]; /* -1 where absent */
+  int pad0;
+  /* [nRanks]: every rank's up in this channel's tree (-1 at its root), so that a step loop can
+   * re-root the tree at an operation's root (Broadcast, Reduce) over the same connections. */
+  const int* parents;
 } plexusDevTree_v1_t;
 
 /* Channel status, written by the kernel when it stops early. */
@@ -192,8 +196,8 @@ static_assert(offsetof(plexusConnInfo_v1_t, connFifo) == 96, "plexusConnInfo_v1_
 static_assert(sizeof(plexusConnInfo_v1_t) == 120, "plexusConnInfo_v1_t layout");
 static_assert(sizeof(plexusDevConnector_v1_t) == 128, "plexusDevConnector_v1_t layout");
 static_assert(sizeof(plexusDevRing_v1_t) == 24, "plexusDevRing_v1_t layout");
-static_assert(sizeof(plexusDevTree_v1_t) == 20, "plexusDevTree_v1_t layout");
-static_assert(sizeof(plexusDevChannel_v1_t) == 80, "plexusDevChannel_v1_t layout");
+static_assert(sizeof(plexusDevTree_v1_t) == 32, "plexusDevTree_v1_t layout");
+static_assert(sizeof(plexusDevChannel_v1_t) == 88, "plexusDevChannel_v1_t layout");
 static_assert(sizeof(plexusDevComm_v1_t) == 48, "plexusDevComm_v1_t layout");
 static_assert(sizeof(plexusDevWork_v1_t) == 64, "plexusDevWork_v1_t layout");
 #endif

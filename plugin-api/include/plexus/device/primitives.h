@@ -139,6 +139,9 @@ class PrimitiveOps {
   PLEXUS_HD void recvReduceOrdered(size_t outOff, size_t n, int selfPos, bool postOp = false) {
     d().template op<true, false, false, true>(0, outOff, n, postOp, selfPos);
   }
+  /* Sends what is already in the output (NCCL's directSendFromOutput): no pre-op, it was applied
+   * when the data entered. */
+  PLEXUS_HD void sendFromOutput(size_t outOff, size_t n) { d().template op<false, true, false, false>(0, outOff, n, false, 0); }
 
  private:
   PLEXUS_HD Derived& d() { return *static_cast<Derived*>(this); }
@@ -185,7 +188,7 @@ class Primitives : public PrimitiveOps<Primitives<T, F>> {
           if (i == selfPos) srcs[nsrc++] = output_ + outOff + done;
           srcs[nsrc++] = (const T*)slot(p_.recv[i], p_.recvStep[i]);
         }
-      if (selfPos >= p_.nrecv) srcs[nsrc++] = output_ + outOff + done;
+      if (selfPos >= (Recv ? p_.nrecv : 0)) srcs[nsrc++] = output_ + outOff + done;
       if (Dst) dsts[ndst++] = output_ + outOff + done;
       if (Send)
         for (int i = 0; i < p_.nsend; i++) dsts[ndst++] = (T*)slot(p_.send[i], p_.sendStep[i]);

@@ -76,7 +76,7 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
           if (i == selfPos) srcs[nsrc++] = output_ + outOff + done + e0;
           srcs[nsrc++] = (const T*)recvTmp_[i] + e0;
         }
-      if (selfPos >= p_.nrecv) srcs[nsrc++] = output_ + outOff + done + e0;
+      if (selfPos >= (Recv ? p_.nrecv : 0)) srcs[nsrc++] = output_ + outOff + done + e0;
       if (Dst) dsts[ndst++] = output_ + outOff + done + e0;
       if (Send) dsts[ndst++] = (T*)sendTmp_ + e0;
       if (e1 > e0) reduceCopy<T, F>(0, 1, func_, srcs, nsrc, Src, dsts, ndst, postOp, e1 - e0);

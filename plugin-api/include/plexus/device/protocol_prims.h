@@ -83,6 +83,9 @@ class ProtocolPrims {
   PLEXUS_PRIM_OP void recvReduceOrdered(size_t outOff, size_t n, int selfPos, bool postOp = false) {
     ll_ ? ll().recvReduceOrdered(outOff, n, selfPos, postOp) : simple().recvReduceOrdered(outOff, n, selfPos, postOp);
   }
+  PLEXUS_PRIM_OP void sendFromOutput(size_t outOff, size_t n) {
+    ll_ ? ll().sendFromOutput(outOff, n) : simple().sendFromOutput(outOff, n);
+  }
 
  private:
   L& ll() { return *reinterpret_cast<L*>(storage_); }

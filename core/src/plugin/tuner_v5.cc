@@ -1,0 +1,34 @@
+// ncclTunerPlugin_v5 (NCCL 2.28-2.29): v6 without getChunkSize.
+#include "plugin/tuner.h"
+
+namespace plexus {
+
+namespace {
+
+class TunerV5 final : public TunerApi {
+ public:
+  explicit TunerV5(const ncclTuner_v5_t* t) : t_(t) {}
+  ncclResult_t init(void** ctx, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logger,
+                    ncclNvlDomainInfo_v6_t* nvl, ncclTunerConstants_v6_t* constants) const override {
+    return t_->init(ctx, commId, nRanks, nNodes, logger, nvl, constants);
+  }
+  ncclResult_t getCollInfo(void* ctx, ncclFunc_t func, size_t nBytes, int numPipeOps, float** table, int numAlgo,
+                           int numProto, int regBuff, int* nChannels) const override {
+    return t_->getCollInfo(ctx, func, nBytes, numPipeOps, table, numAlgo, numProto, regBuff, nChannels);
+  }
+  ncclResult_t finalize(void* ctx) const override { return t_->finalize(ctx); }
+
+ private:
+  const ncclTuner_v5_t* t_;
+};
+
+}  // namespace
+
+std::unique_ptr<const TunerApi> tunerAdapt_v5(const void* table, std::string* why) {
+  auto* t = (const ncclTuner_v5_t*)table;
+  *why = tunerNullMembers({{"init", !t->init}, {"getCollInfo", !t->getCollInfo}, {"finalize", !t->finalize}});
+  if (!why->empty()) return nullptr;
+  return std::make_unique<TunerV5>(t);
+}
+
+}  // namespace plexus

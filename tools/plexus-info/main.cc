@@ -1,0 +1,346 @@
+// plexus-info: what this installation of Plexus would do. The version, the configuration file in
+// effect, every plugin file found and whether it loads (path, symbol, ABI version, or why not), the
+// topology and net devices of this host, and with --tuning the decision table (algorithm, protocol,
+// channels, chunk and why) for a job of any shape, from the same tuning code communicators run.
+#include <dirent.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nccl.h>
+#include <plexus.h>
+
+#include "bootstrap/socket.h"
+#include "comm/communicator.h"
+#include "config/config.h"
+#include "misc/debug.h"
+#include "misc/env.h"
+#include "planner/planner.h"
+#include "planner/tuning.h"
+#include "plugin/loader.h"
+#include "topo/topo.h"
+
+using namespace plexus;
+
+namespace {
+
+struct Options {
+  bool tuning = false;
+  int nRanks = 0, nNodes = 1, cores = 0;
+};
+
+[[noreturn]] void usage(int code) {
+  fprintf(code ? stderr : stdout,
+          "usage: plexus-info [--tuning [--nranks N] [--nnodes M] [--cores C]]\n"
+          "  (no option)   version, configuration, plugins found and loaded, topology, net devices\n"
+          "  --tuning      the decision table for a job of N ranks (default: this host's cores) on M nodes\n"
+          "                (default 1), each node with C cores (default: this host's)\n");
+  exit(code);
+}
+
+int parseCount(const char* flag, const char* v, int lo) {
+  char* end = nullptr;
+  long n = v ? strtol(v, &end, 10) : 0;
+  if (!v || *end || n < lo || n > INT_MAX) {
+    fprintf(stderr, "plexus-info: %s needs an integer >= %d, not '%s'\n", flag, lo, v ? v : "(nothing)");
+    exit(2);
+  }
+  return (int)n;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    const char* a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (!strcmp(a, "--tuning")) o.tuning = true;
+    else if (!strcmp(a, "--nranks")) o.nRanks = parseCount(a, v, 1), i++;
+    else if (!strcmp(a, "--nnodes")) o.nNodes = parseCount(a, v, 1), i++;
+    else if (!strcmp(a, "--cores")) o.cores = parseCount(a, v, 1), i++;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(0);
+    else {
+      fprintf(stderr, "plexus-info: unknown argument '%s'\n", a);
+      usage(2);
+    }
+  }
+  const int cores = (int)std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  if (!o.cores) o.cores = cores;
+  if (!o.nRanks) o.nRanks = o.cores * o.nNodes;
+  if (o.nNodes > o.nRanks) {
+    fprintf(stderr, "plexus-info: --nnodes %d is more than --nranks %d; every node needs a rank\n", o.nNodes, o.nRanks);
+    exit(2);
+  }
+  return o;
+}
+
+std::string bytesText(size_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, u++;
+  return std::to_string(b) + " " + units[u];
+}
+
+std::string funcList(uint32_t mask) {
+  std::string s;
+  for (int f = 0; f < ncclNumFuncs; f++)
+    if (mask & (1u << f)) s += (s.empty() ? "" : ",") + std::string(funcName((ncclFunc_t)f));
+  return s;
+}
+std::string protoList(uint32_t mask) {
+  std::string s;
+  for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++)
+    if (mask & (1u << p)) s += (s.empty() ? "" : ",") + std::string(protoName(p));
+  return s;
+}
+
+// The folders plugins are searched in: PLEXUS_PLUGIN_PATH, then lib/plexus of this installation.
+std::vector<std::string> pluginDirs() {
+  std::vector<std::string> dirs;
+  if (auto path = envGet("PLUGIN_PATH")) {
+    size_t pos = 0;
+    while (pos <= path->size()) {
+      size_t colon = path->find(':', pos);
+      std::string d = path->substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+      if (!d.empty()) dirs.push_back(d);
+      if (colon == std::string::npos) break;
+      pos = colon + 1;
+    }
+  }
+  return dirs;
+}
+
+// What one plugin file is, and whether it loads: one line.
+std::string survey(const std::string& path, const std::string& file, const std::vector<std::string>& inUse) {
+  auto mark = [&](const std::string& name) {
+    return std::find(inUse.begin(), inUse.end(), name) != inUse.end() ? "  [in use]" : "";
+  };
+  if (file.rfind("libnccl-tuner", 0) == 0) {
+    std::string report;
+    const TunerPlugin* t = loadTuner(path, "plexus-info", &report);
+    return std::string("tuner      ") + (t ? t->label : report);
+  }
+  if (file.rfind("libnccl-net", 0) == 0)
+    return "net        " + path + ": found; net plugins are loaded by the net transport, not in this version";
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return "?          " + path + ": dlopen failed: " + dlerror();
+  char buf[512];
+  if (auto* a = (const plexusAlgo_v1_t*)dlsym(lib, PLEXUS_ALGO_PLUGIN_SYMBOL)) {
+    if (const char* bad = checkAlgoTable(a))
+      snprintf(buf, sizeof buf, "algorithm  %s: refused: %s, symbol %s: %s (plugin ABI %u; this Plexus expects %d)",
+               path.c_str(), path.c_str(), PLEXUS_ALGO_PLUGIN_SYMBOL, bad, a->abiVersion, PLEXUS_ALGO_ABI_VERSION);
+    else
+      snprintf(buf, sizeof buf, "algorithm  %-10s %s (%s, ABI %u): %s; %s%s", a->name, path.c_str(),
+               PLEXUS_ALGO_PLUGIN_SYMBOL, a->abiVersion, funcList(a->funcMask).c_str(), protoList(a->protoMask).c_str(),
+               mark(a->name));
+    return buf;
+  }
+  if (auto* t = (const plexusTransport_v1_t*)dlsym(lib, PLEXUS_TRANSPORT_PLUGIN_SYMBOL)) {
+    if (const char* bad = checkTransportTable(t))
+      snprintf(buf, sizeof buf, "transport  %s: refused: symbol %s: %s (plugin ABI %u; this Plexus expects %d)",
+               path.c_str(), PLEXUS_TRANSPORT_PLUGIN_SYMBOL, bad, t->abiVersion, PLEXUS_TRANSPORT_ABI_VERSION);
+    else
+      snprintf(buf, sizeof buf, "transport  %-10s %s (%s, ABI %u)", t->name, path.c_str(),
+               PLEXUS_TRANSPORT_PLUGIN_SYMBOL, t->abiVersion);
+    return buf;
+  }
+  return "?          " + path + ": refused: exports neither " PLEXUS_ALGO_PLUGIN_SYMBOL " nor " PLEXUS_TRANSPORT_PLUGIN_SYMBOL;
+}
+
+void printPlugins(const Config& config) {
+  const std::vector<std::string> inUse = configAlgorithms(config);
+  const std::vector<std::string> dirs = pluginDirs();
+  std::string searched;
+  for (const std::string& d : dirs) searched += (searched.empty() ? "" : ", ") + d;
+  printf("\nPlugins (searched: %s)\n", searched.c_str());
+  std::vector<std::string> seen;
+  for (const std::string& d : dirs) {
+    DIR* dir = opendir(d.c_str());
+    if (!dir) {
+      printf("  %s: cannot be read (%s)\n", d.c_str(), strerror(errno));
+      continue;
+    }
+    std::vector<std::string> files;
+    while (dirent* e = readdir(dir)) {
+      const std::string f = e->d_name;
+      const bool ours = f.rfind("libplexus-", 0) == 0 || f.rfind("libnccl-tuner", 0) == 0 || f.rfind("libnccl-net", 0) == 0;
+      if (ours && f.size() > 3 && f.compare(f.size() - 3, 3, ".so") == 0) files.push_back(f);
+    }
+    closedir(dir);
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) {
+      if (std::find(seen.begin(), seen.end(), f) != seen.end()) continue;  // the first folder wins, as when loading
+      seen.push_back(f);
+      printf("  %s\n", survey(d + "/" + f, f, inUse).c_str());
+    }
+  }
+  std::string names;
+  for (const std::string& n : inUse) names += (names.empty() ? "" : ", ") + n;
+  printf("  algorithms in use: %s (%s)\n", names.c_str(),
+         envGet("ALGORITHMS") ? "PLEXUS_ALGORITHMS" : !config.algorithms.empty() ? "plugins.algorithms" : "default");
+}
+
+void printHost() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  printf("\nTopology\n  host %s: %ld cores online, host hash 0x%016llx%s\n", host, sysconf(_SC_NPROCESSORS_ONLN),
+         (unsigned long long)hostHash(), envGet("HOSTID") ? " (from NCCL_HOSTID)" : "");
+  printf("  backend: host (buffers in host memory; ranks of one node share memory through /dev/shm)\n");
+  printf("\nNet devices\n");
+  SocketAddress addr;
+  std::string ifName;
+  if (findInterface(&addr, &ifName) == ncclSuccess)
+    printf("  socket (built in): %s %s, chosen as NCCL_SOCKET_IFNAME says\n", ifName.c_str(), toString(addr).c_str());
+  else
+    printf("  socket (built in): %s\n", ncclGetLastError(nullptr));
+  printf("  interfaces: %s\n", describeInterfaces().c_str());
+}
+
+// A job of o.nRanks ranks in blocks over o.nNodes nodes, seen from rank 0.
+Topology jobTopology(const Options& o) {
+  Topology t;
+  t.nNodes = o.nNodes;
+  t.cores = o.cores;
+  const int perNode = (o.nRanks + o.nNodes - 1) / o.nNodes;
+  for (int r = 0; r < o.nRanks; r++) {
+    const int node = std::min(r / perNode, o.nNodes - 1);
+    t.rankLocalRank.push_back((int)std::count(t.rankNode.begin(), t.rankNode.end(), node));
+    t.rankNode.push_back(node);
+  }
+  t.nLocalRanks = (int)std::count(t.rankNode.begin(), t.rankNode.end(), 0);
+  return t;
+}
+
+int printTuning(const Options& o, const std::shared_ptr<const Config>& config) {
+  const Topology topo = jobTopology(o);
+  const int nChannels = channelCount(topo);
+  size_t buffSize = (size_t)envInt("BUFFSIZE", 4 << 20) & ~(size_t)(4096 * PLEXUS_STEPS - 1);
+  if (buffSize < 4096 * PLEXUS_STEPS) buffSize = 4096 * PLEXUS_STEPS;
+  const plexusAlgoTopo_v1_t at = algoTopology(topo, 0, nChannels, buffSize);
+  std::vector<const AlgoPlugin*> plugins;
+  if (loadAlgorithms(configAlgorithms(*config), &plugins) != ncclSuccess) {
+    fprintf(stderr, "plexus-info: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  std::vector<AlgoInstance> algos;
+  std::vector<std::vector<int>> orders(nChannels, std::vector<int>(o.nRanks)), parents = orders;
+  for (const AlgoPlugin* p : plugins) {
+    AlgoInstance inst{p, nullptr, nChannels};
+    plexusAlgoGraph_v1_t graph{};
+    graph.nChannels = nChannels;
+    for (int c = 0; c < nChannels; c++) {
+      graph.channels[c].ringOrder = orders[c].data();
+      graph.channels[c].treeParents = parents[c].data();
+    }
+    if (p->api->init(&inst.ctx, &at, debugLog) != ncclSuccess || p->api->buildGraph(inst.ctx, &graph) != ncclSuccess) {
+      fprintf(stderr, "plexus-info: algorithm plugin '%s' (%s) failed to start for this job\n", p->name.c_str(),
+              p->path.c_str());
+      return 1;
+    }
+    if (graph.maxChannels > 0) inst.maxChannels = std::min(graph.maxChannels, nChannels);
+    algos.push_back(inst);
+  }
+  Tuning tuning;
+  if (tuningInit(&tuning, &algos, config, 0, o.nRanks, o.nNodes, nChannels, buffSize / PLEXUS_STEPS) != ncclSuccess) {
+    fprintf(stderr, "plexus-info: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  std::string spec, source = "default";
+  if (auto env = envGet("TUNER_PLUGIN")) spec = *env, source = "NCCL_TUNER_PLUGIN=" + spec;
+  else if (!config->tuner.empty()) spec = config->tuner, source = "plugins.tuner of " + config->path;
+  std::string tunerReport;
+  const TunerPlugin* tuner = loadTuner(spec, source, &tunerReport);
+  ncclNvlDomainInfo_v6_t nvl{o.nNodes, topo.nLocalRanks, topo.nLocalRanks};
+  bool started = false;
+  if (tuningStartTuner(&tuning, tuner, 0, nvl, &started) != ncclSuccess) {
+    fprintf(stderr, "plexus-info: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  printf("\nTuning for %d ranks on %d node(s) (%d per node, %d cores each: %d channel(s)%s, %s per connection)\n",
+         o.nRanks, o.nNodes, topo.nLocalRanks, o.cores, nChannels, at.coresShared ? ", ranks share cores" : "",
+         bytesText(buffSize).c_str());
+  printf("  rules: %s; tuner: %s\n", config->path.empty() ? "no configuration file" : config->path.c_str(),
+         started ? tuner->label.c_str() : tunerReport.empty() ? "none" : tunerReport.c_str());
+  printf("  %-13s %-24s %-14s %8s %9s  %s\n", "collective", "bytes", "algo/proto", "channels", "chunk", "why (at the range's first size)");
+  const ncclFunc_t funcs[] = {ncclFuncAllReduce, ncclFuncBroadcast, ncclFuncReduce, ncclFuncAllGather,
+                              ncclFuncReduceScatter};
+  constexpr size_t kMax = 1ull << 30;
+  int failures = 0;
+  for (ncclFunc_t f : funcs) {
+    size_t lo = 0;
+    Decision first{};
+    bool open = false;
+    auto flush = [&](size_t hi) {
+      if (!open) return;
+      const std::string range = "[" + bytesText(lo) + ", " + (hi > kMax ? std::string("...") : bytesText(hi)) + ")";
+      const std::string ap = algos[first.algo].plugin->name + "/" + protoName(first.proto);
+      printf("  %-13s %-24s %-14s %8d %9s  %s\n", funcName(f), range.c_str(), ap.c_str(), first.nChannels,
+             bytesText(first.chunkBytes).c_str(), first.reason);
+    };
+    for (size_t bytes = 8; bytes <= kMax; bytes *= 2) {
+      Decision d;
+      if (tuningDecide(tuning, f, bytes, &d) != ncclSuccess) {
+        flush(bytes);
+        open = false;
+        printf("  %-13s %-24s %s\n", funcName(f), (">= " + bytesText(bytes)).c_str(), ncclGetLastError(nullptr));
+        failures++;
+        break;
+      }
+      if (open && d.algo == first.algo && d.proto == first.proto && d.nChannels == first.nChannels &&
+          d.chunkBytes == first.chunkBytes)
+        continue;
+      flush(bytes);
+      lo = open ? bytes : 0;
+      first = d;
+      open = true;
+    }
+    flush(kMax * 2);
+  }
+  tuningStopTuner(&tuning);
+  for (const AlgoInstance& a : algos) a.plugin->api->finalize(a.ctx);
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  // Plugins of this installation: lib/plexus beside the lib folder this binary was installed with.
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    std::string dir = exe;
+    dir = dir.substr(0, dir.rfind('/'));
+    for (const char* libdir : {PLEXUS_INFO_LIBDIR, "lib"}) {  // installed; the build tree
+      const std::string mine = dir + "/../" + libdir + "/plexus";
+      if (access(mine.c_str(), R_OK) != 0) continue;
+      const char* path = getenv("PLEXUS_PLUGIN_PATH");
+      setenv("PLEXUS_PLUGIN_PATH", (path && *path ? std::string(path) + ":" + mine : mine).c_str(), 1);
+      break;
+    }
+  }
+  int version = 0;
+  ncclGetVersion(&version);
+  printf("Plexus %d.%d.%d, NCCL API %d.%d.%d\n", PLEXUS_VERSION_MAJOR, PLEXUS_VERSION_MINOR, PLEXUS_VERSION_PATCH,
+         version / 10000, version / 100 % 100, version % 100);
+  std::shared_ptr<const Config> config;
+  if (configLoad(&config) != ncclSuccess) {
+    printf("Configuration: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  printf("Configuration: %s\n", config->path.empty()
+                                    ? "none (PLEXUS_CONFIG unset, no ./plexus.json, no ~/.config/plexus/plexus.json)"
+                                    : config->path.c_str());
+  if (o.tuning) return printTuning(o, config);
+  printPlugins(*config);
+  printHost();
+  return 0;
+}
