@@ -17,6 +17,7 @@ namespace plexus {
 int debugLevel = -1;
 static unsigned long debugMask = NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV;  // NCCL's default subsystems
 static FILE* debugFile = stderr;
+static std::string debugFileName;  // NCCL_DEBUG_FILE, expanded; opened at the first line written
 static std::mutex debugMutex;
 static char hostName[64] = "";
 static thread_local int threadRank = -1;
@@ -48,6 +49,18 @@ static unsigned long parseSubsys(const std::string& spec) {
   return invert ? ~mask : mask;
 }
 
+// A process that never logs leaves no empty file behind (a launcher's parent, say).
+static void openDebugFile() {
+  if (FILE* f = fopen(debugFileName.c_str(), "w")) {
+    setvbuf(f, nullptr, _IOLBF, 4096);
+    debugFile = f;
+  } else {
+    fprintf(stderr, "%s:%d NCCL WARN cannot open NCCL_DEBUG_FILE %s: %s; logging to stderr\n", hostName, getpid(),
+            debugFileName.c_str(), strerror(errno));
+  }
+  debugFileName.clear();
+}
+
 void debugInit() {
   std::lock_guard<std::mutex> lock(debugMutex);
   if (debugLevel >= 0) return;
@@ -76,13 +89,7 @@ void debugInit() {
           name += (*path)[i];
         }
       }
-      if (FILE* f = fopen(name.c_str(), "w")) {
-        setvbuf(f, nullptr, _IOLBF, 4096);
-        debugFile = f;
-      } else {
-        fprintf(stderr, "%s:%d NCCL WARN cannot open NCCL_DEBUG_FILE %s: %s; logging to stderr\n", hostName,
-                getpid(), name.c_str(), strerror(errno));
-      }
+      debugFileName = name;
     }
   }
   debugLevel = level;
@@ -103,6 +110,7 @@ void debugLog(ncclDebugLogLevel level, unsigned long flags, const char* file, in
   if (threadRank >= 0) snprintf(rank, sizeof(rank), " [%d]", threadRank);
   long tid = syscall(SYS_gettid);
   std::lock_guard<std::mutex> lock(debugMutex);
+  if (!debugFileName.empty()) openDebugFile();
   if (level == NCCL_LOG_WARN)
     fprintf(debugFile, "%s:%d:%ld%s NCCL %s %s:%d %s\n", hostName, getpid(), tid, rank, lvl, base ? base + 1 : file,
             line, msg);
