@@ -206,3 +206,79 @@ TEST_CASE("tuning: each (collective, size bucket) decision is logged once, with 
   CHECK(count("cost model: ") >= 4);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("tuning: an NCCL tuner plugin (v2..v6) decides what runs when no rule does, and results stay right") {
+  const std::string dir = std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/";
+  // Each version forces tree/LL with 1 channel, then ring/Simple with 2: what ran must follow it.
+  for (int v = 2; v <= 6; v++)
+    for (const char* spec : {"tree,ll,1", "ring,simple,2"}) {
+      CAPTURE(v);
+      CAPTURE(spec);
+      const std::string plugin = dir + "libnccl-tuner-test-v" + std::to_string(v) + ".so";
+      setenv("NCCL_TUNER_PLUGIN", plugin.c_str(), 1);
+      setenv("PLEXUS_TEST_TUNER", spec, 1);
+      setenv("PLEXUS_MIN_NCHANNELS", "2", 1);
+      const bool tree = spec[0] == 't';
+      CHECK(harness::runThreads(3, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+              plexusDecision_t d;
+              long bad = allReduceOnce(comm, stream, rank, nranks, 3000, &d);
+              const std::string label = "tuner plugin test-v" + std::to_string(v) + " (";
+              if (strcmp(d.algorithm, tree ? "tree" : "ring") != 0 || strcmp(d.protocol, tree ? "LL" : "Simple") != 0 ||
+                  d.nChannels != (tree ? 1 : 2) || !contains(d.reason, label.c_str())) {
+                fprintf(stderr, "rank %d: ran %s/%s on %d channel(s): %s\n", rank, d.algorithm, d.protocol,
+                        d.nChannels, d.reason);
+                bad++;
+              }
+              return bad;
+            }) == 0);
+    }
+  // A rule of the configuration file comes before the tuner plugin.
+  {
+    ConfigFile cfg(R"({ "version": 1, "tuning": [ { "collective": "allreduce", "algorithm": "direct" } ] })");
+    CHECK(harness::runThreads(2, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            plexusDecision_t d;
+            long bad = allReduceOnce(comm, stream, rank, nranks, 3000, &d);
+            return bad + (strcmp(d.algorithm, "direct") != 0 || !contains(d.reason, "rule 1 of "));
+          }) == 0);
+  }
+  // getCollInfo failing fails the operation, naming the plugin.
+  setenv("PLEXUS_TEST_TUNER", "fail,ll,1", 1);
+  CHECK(harness::runThreads(2, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          float x = 1;
+          ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, stream);
+          const std::string e = ncclGetLastError(comm);
+          long bad = r == ncclSuccess || e.find("tuner plugin test-v6") == std::string::npos ||
+                     e.find("getCollInfo failed") == std::string::npos;
+          if (bad) fprintf(stderr, "rank %d: %d \"%s\"\n", rank, (int)r, e.c_str());
+          return bad;
+        }) == 0);
+  unsetenv("NCCL_TUNER_PLUGIN");
+  unsetenv("PLEXUS_TEST_TUNER");
+  unsetenv("PLEXUS_MIN_NCHANNELS");
+}
+
+TEST_CASE("tuning: tuner-csv (NCCL_TUNER_PLUGIN=csv) reads NCCL's CSV format and its rows decide") {
+  char p[] = "/tmp/plexus-tuner-csv-XXXXXX";
+  close(mkstemp(p));
+  std::ofstream(p) << "# collective,min,max,algorithm,protocol,channels,nNodes,nRanks\n"
+                      "allreduce,0,4095,tree,ll,-1,-1,-1\n"
+                      "allreduce,4096,1000000,ring,simple,2,1,3\n";
+  setenv("NCCL_TUNER_PLUGIN", "csv", 1);
+  setenv("NCCL_TUNER_CONFIG_FILE", p, 1);
+  setenv("PLEXUS_MIN_NCHANNELS", "2", 1);
+  CHECK(harness::runThreads(3, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          plexusDecision_t small, large;
+          long bad = allReduceOnce(comm, stream, rank, nranks, 100, &small);
+          bad += allReduceOnce(comm, stream, rank, nranks, 100000, &large);
+          bad += strcmp(small.algorithm, "tree") || strcmp(small.protocol, "LL") || !contains(small.reason, "tuner plugin csv");
+          bad += strcmp(large.algorithm, "ring") || strcmp(large.protocol, "Simple") || large.nChannels != 2;
+          if (bad)
+            fprintf(stderr, "rank %d: %s/%s (%s); %s/%s x%d (%s)\n", rank, small.algorithm, small.protocol, small.reason,
+                    large.algorithm, large.protocol, large.nChannels, large.reason);
+          return bad;
+        }) == 0);
+  unsetenv("NCCL_TUNER_PLUGIN");
+  unsetenv("NCCL_TUNER_CONFIG_FILE");
+  unsetenv("PLEXUS_MIN_NCHANNELS");
+  unlink(p);
+}

@@ -108,7 +108,9 @@ ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
     gbs = t.netGBs;
   } else {
     const float ringBytes = (allReduce ? 2.0f : 1.0f) * (n - 1) / n * bytes;
-    linkBytes = t.coresShared ? 1.6f * ringBytes : (1 + c->arity) / 2.0f * (allReduce ? 2.0f : 1.0f) * bytes;
+    // Sharing cores, the ranks' copies and reductions share them: an inner rank's 3-way reductions
+    // and 2-way copies cost about twice the ring's traffic (measured: 8 ranks on 2 cores).
+    linkBytes = t.coresShared ? 2.0f * ringBytes : (1 + c->arity) / 2.0f * (allReduce ? 2.0f : 1.0f) * bytes;
     gbs = t.localGBs;
   }
   gbs *= ll ? 0.25f : 1.0f;
@@ -116,7 +118,11 @@ ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
   const float part = bytes / ch;
   float grain = ll ? (float)(PLEXUS_LL_SLOT_LINES * 8) : std::max(part / (2.0f * (c->widths.size())), 65536.0f);
   grain = std::min(std::min(grain, part), (float)t.stepBytes);
-  *timeUs = hopUs * (ll ? 0.25f : 1.0f) + linkBytes / (gbs * ch * 1e3f) + (hops - 1) * grain / (gbs * 1e3f);
+  // LL saves the tail round trip of a hop; where a hop is a context switch (cores shared), a fifth of it.
+  // The pipeline fills one rank at a time, so each hop of it has a core to itself.
+  const float fillGBs = t.coresShared && t.nNodes == 1 ? gbs * (float)t.coresShared : gbs;
+  *timeUs = hopUs * (!ll ? 1.0f : t.coresShared ? 0.8f : 0.25f) + linkBytes / (gbs * ch * 1e3f) +
+            (hops - 1) * grain / (fillGBs * 1e3f);
   return ncclSuccess;
 }
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# plexus-info as a user runs it: what it reports of plugins (loaded and refused), the configuration,
+# and the decision table a configuration file and a tuner plugin produce.
+#   test_info.sh <plexus-info> <plugin dir> <test plugin dir>
+set -euo pipefail
+info=$1
+plugins=$2
+testplugins=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "test_info: $*" >&2; echo "$out" >&2; exit 1; }
+expect() { grep -qE -- "$1" <<<"$out" || fail "no line matching '$1'"; }
+
+out=$(PLEXUS_PLUGIN_PATH=$testplugins:$plugins "$info" 2>&1) || fail "plexus-info failed"
+expect "^Plexus [0-9]+\.[0-9]+\.[0-9]+, NCCL API 2\."
+expect "algorithm +ring +$plugins/libplexus-algo-ring.so \(plexusAlgoPlugin_v1, ABI 1\).*\[in use\]"
+expect "algorithm +tree .*\[in use\]"
+expect "transport +p2p-nvlink"
+expect "libplexus-algo-bad-wrong_version.so: refused: .*ABI version mismatch \(plugin ABI 2; this Plexus expects 1\)"
+expect "libplexus-algo-bad-null_member.so: refused: .*NULL"
+expect "libnccl-tuner-bad-null_getCollInfo.so.*: refused .*getCollInfo is NULL"
+expect "tuner plugin test-v3 \(.*libnccl-tuner-test-v3.so, v3\)"
+expect "^Topology"
+expect "^Net devices"
+
+cat >"$tmp/plexus.json" <<'JSON'
+{ "version": 1,
+  "tuning": [ { "collective": "allreduce", "bytes": [0, "64K"], "nnodes": [2, 2], "algorithm": "ring", "protocol": "ll" } ] }
+JSON
+out=$(PLEXUS_CONFIG=$tmp/plexus.json PLEXUS_PLUGIN_PATH=$plugins "$info" --tuning --nranks 16 --nnodes 2 2>&1) \
+  || fail "plexus-info --tuning failed"
+expect "Tuning for 16 ranks on 2 node\(s\) \(8 per node"
+expect "rules: $tmp/plexus.json"
+expect "AllReduce +\[0 B, 64 KiB\) +ring/LL .*rule 1 of $tmp/plexus.json"
+expect "AllReduce +\[64 KiB, .*cost model: "
+expect "Broadcast +\[0 B"
+# On one node the rule does not hold.
+out=$(PLEXUS_CONFIG=$tmp/plexus.json PLEXUS_PLUGIN_PATH=$plugins "$info" --tuning --nranks 8 2>&1) || fail "--nranks 8"
+grep -q "rule 1 of" <<<"$out" && fail "a rule for 2 nodes applied to 1"
+# A tuner plugin's answers show in the table.
+out=$(NCCL_TUNER_PLUGIN=$testplugins/libnccl-tuner-test-v5.so PLEXUS_TEST_TUNER=tree,simple,1 PLEXUS_PLUGIN_PATH=$plugins \
+      "$info" --tuning --nranks 4 2>&1) || fail "--tuning with a tuner plugin"
+expect "tuner: tuner plugin test-v5"
+expect "AllReduce +\[0 B, .* tree/Simple .*tuner plugin test-v5"
+# Bad arguments: a usage line and exit code 2.
+set +e
+out=$("$info" --nranks 0 --tuning 2>&1); rc=$?
+set -e
+[[ $rc == 2 ]] || fail "--nranks 0: exit code $rc, expected 2"
+echo "test_info: OK"
