@@ -3,7 +3,8 @@
 # a package is missing). nvcc is optional: the CUDA kernels are compiled when /usr/local/cuda has it.
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
-          openmpi-bin libopenmpi-dev doctest-dev nlohmann-json3-dev libhwloc-dev iproute2)
+          openmpi-bin libopenmpi-dev doctest-dev nlohmann-json3-dev libhwloc-dev iproute2
+          libucx-dev ucx-utils libfabric-dev libfabric-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
