@@ -7,11 +7,19 @@
 
 namespace plexus {
 
+std::recursive_mutex& envMutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
 std::optional<std::string> envGet(const char* name) {
   std::string plexusName = std::string("PLEXUS_") + name;
-  if (const char* v = getenv(plexusName.c_str())) return std::string(v);
   std::string ncclName = std::string("NCCL_") + name;
-  if (const char* v = getenv(ncclName.c_str())) return std::string(v);
+  {
+    std::lock_guard<std::recursive_mutex> lock(envMutex());
+    if (const char* v = getenv(plexusName.c_str())) return std::string(v);
+    if (const char* v = getenv(ncclName.c_str())) return std::string(v);
+  }
   // Then the configuration file's defaults, with the same precedence.
   std::string value;
   if (configDefault(plexusName, &value) || configDefault(ncclName, &value)) return value;

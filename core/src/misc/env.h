@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -14,5 +15,9 @@ std::optional<std::string> envGet(const char* name);
 // env knobs are advisory and the message says which variable to fix.
 int64_t envInt(const char* name, int64_t deflt);
 std::string envStr(const char* name, const std::string& deflt);
+
+// Held while the environment is read here, and around plugin calls that may change it (real net
+// plugins set variables in init): glibc's getenv is not safe against a concurrent setenv.
+std::recursive_mutex& envMutex();
 
 }  // namespace plexus

@@ -197,6 +197,54 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
+}  // namespace
+
+NcclLibrary openNcclLibrary(const std::string& spec, const std::string& prefix) {
+  NcclLibrary out;
+  const bool named = !spec.empty();
+  // What dlopen is given, in order: NCCL's names (found by dlopen's own search), then our folders.
+  out.file = named ? spec : prefix + ".so";
+  std::vector<std::string> tries{out.file};
+  const bool isPath = spec.find('/') != std::string::npos;
+  if (named && !isPath && !(spec.compare(0, 3, "lib") == 0 && endsWith(spec, ".so"))) {
+    out.file = prefix + "-" + spec + ".so";
+    tries.push_back(out.file);
+  }
+  if (!isPath) {
+    std::string inDirs = findPluginFile(out.file);
+    if (!inDirs.empty()) tries.push_back(inDirs);
+  }
+  for (const std::string& t : tries) {
+    out.tried += (out.tried.empty() ? "" : ", ") + t;
+    out.lib = dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (out.lib) {
+      out.path = loadedPath(out.lib, t);
+      return out;
+    }
+    const char* err = dlerror();
+    if (err && !strstr(err, "No such file or directory")) out.errors += std::string("; ") + err;
+  }
+  return out;
+}
+
+const void* newestSymbol(void* lib, const std::string& base, const std::vector<int>& versions, int* version,
+                         std::string* found) {
+  const void* table = nullptr;
+  found->clear();
+  for (int v : versions) {
+    const void* sym = dlsym(lib, (base + std::to_string(v)).c_str());
+    if (!sym) continue;
+    *found += (found->empty() ? "v" : ", v") + std::to_string(v);
+    if (!table) {
+      table = sym;
+      *version = v;
+    }
+  }
+  return table;
+}
+
+namespace {
+
 // Opens and checks the tuner spec names; nullptr when none loads. *report: the line logged.
 std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::string& source, std::string* report) {
   const bool named = !spec.empty();
@@ -205,36 +253,16 @@ std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::strin
     INFO(NCCL_INIT | NCCL_TUNING, "%s", report->c_str());
     return nullptr;
   }
-  // What dlopen is given, in order: NCCL's names (found by dlopen's own search), then our folders.
-  std::string file = named ? spec : "libnccl-tuner.so";
-  std::vector<std::string> tries{file};
-  const bool isPath = spec.find('/') != std::string::npos;
-  if (named && !isPath && !(spec.compare(0, 3, "lib") == 0 && endsWith(spec, ".so"))) {
-    file = "libnccl-tuner-" + spec + ".so";
-    tries.push_back(file);
-  }
-  if (!isPath) {
-    std::string inDirs = findPluginFile(file);
-    if (!inDirs.empty()) tries.push_back(inDirs);
-  }
-  void* lib = nullptr;
-  std::string tried, errors;
-  for (const std::string& t : tries) {
-    tried += (tried.empty() ? "" : ", ") + t;
-    lib = dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      file = t;
-      break;
-    }
-    const char* err = dlerror();
-    if (err && !strstr(err, "No such file or directory")) errors += std::string("; ") + err;
-  }
+  NcclLibrary opened = openNcclLibrary(spec, "libnccl-tuner");
+  void* lib = opened.lib;
+  const std::string& file = opened.file;
   const std::string what = named ? "tuner plugin '" + spec + "' (" + source + ")" : "tuner plugin";
   if (!lib) {
-    if (named || !errors.empty()) {
+    if (named || !opened.errors.empty()) {
       *report = format("%s: not loaded: tried %s%s. Running without a tuner plugin; to use it, put %s in "
                        "LD_LIBRARY_PATH or PLEXUS_PLUGIN_PATH or give its full path, or set NCCL_TUNER_PLUGIN=none to "
-                       "run without one quietly", what.c_str(), tried.c_str(), errors.c_str(), file.c_str());
+                       "run without one quietly", what.c_str(), opened.tried.c_str(), opened.errors.c_str(),
+                       file.c_str());
       WARN("%s", report->c_str());
     } else {
       *report = "tuner plugin: none (no libnccl-tuner.so in the library path, PLEXUS_PLUGIN_PATH or beside "
@@ -243,19 +271,13 @@ std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::strin
     }
     return nullptr;
   }
-  const std::string path = loadedPath(lib, file);
+  const std::string& path = opened.path;
   std::string found, why;
+  int version = 0;
+  const void* table = newestSymbol(lib, "ncclTunerPlugin_v", {6, 5, 4, 3, 2}, &version, &found);
   const TunerVersion* use = nullptr;
-  const void* table = nullptr;
-  for (const TunerVersion& v : tunerVersions) {
-    const void* sym = dlsym(lib, ("ncclTunerPlugin_v" + std::to_string(v.version)).c_str());
-    if (!sym) continue;
-    found += (found.empty() ? "v" : ", v") + std::to_string(v.version);
-    if (!use) {
-      use = &v;
-      table = sym;
-    }
-  }
+  for (const TunerVersion& v : tunerVersions)
+    if (table && v.version == version) use = &v;
   std::unique_ptr<const TunerApi> api;
   if (!use) {
     why = "it exports none of them";

@@ -57,6 +57,23 @@ ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out);
 // line (for plexus-info and tests), the same on every call for spec.
 const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report = nullptr);
 
+// A library opened as NCCL opens its plugins (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN): spec as given
+// (dlopen's own search), then <prefix>-<spec>.so for a bare name, then that file in PLEXUS_PLUGIN_PATH
+// and beside libplexus.so; an empty spec means <prefix>.so. lib is null when nothing opened: tried
+// lists what was tried, errors what dlopen said other than "no such file".
+struct NcclLibrary {
+  void* lib = nullptr;
+  std::string file;  // the name that was looked for last
+  std::string path;  // the file opened
+  std::string tried, errors;
+};
+NcclLibrary openNcclLibrary(const std::string& spec, const std::string& prefix);
+
+// The table of the newest symbol <base><v> lib exports, v from versions (newest first), as NCCL picks
+// one; *version is its v, *found every version present ("v12, v8"). nullptr when none is.
+const void* newestSymbol(void* lib, const std::string& base, const std::vector<int>& versions, int* version,
+                         std::string* found);
+
 // Validation shared by the loader and the tests: nullptr when the table is acceptable, else why not.
 const char* checkAlgoTable(const plexusAlgo_v1_t* api);
 const char* checkTransportTable(const plexusTransport_v1_t* api);

@@ -1,0 +1,49 @@
+// ncclNetPlugin_v11 (NCCL 2.28-2.29): a context per communicator (init, listen and connect
+// take it; finalize, optional, ends it). Its properties lack v12's rail and plane ids and have 4
+// devices per virtual NIC.
+#include "plugin/net_adapt.h"
+
+namespace plexus {
+
+namespace {
+
+struct V11 {
+  using Table = ncclNet_v11_t;
+  using Props = ncclNetProperties_v11_t;
+  static constexpr int version = 11;
+  static constexpr bool perCommInit = true;
+  static ncclResult_t init(const Table* t, void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config,
+                           ncclDebugLogger_t logger) {
+    ncclNetCommConfig_v11_t c{config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF};
+    return t->init(ctx, commId, &c, logger, nullptr);
+  }
+  static void widen(const Props& p, ncclNetProperties_v12_t* out) {
+    netPropsWidenV9(p, out);
+    out->maxMultiRequestSize = p.maxMultiRequestSize;
+  }
+  static ncclResult_t connect(const Table* t, void* ctx, int dev, void* handle, void** sendComm) {
+    ncclNetDeviceHandle_v11_t* none = nullptr;
+    return t->connect(ctx, dev, handle, sendComm, &none);
+  }
+  static ncclResult_t accept(const Table* t, void* listenComm, void** recvComm) {
+    ncclNetDeviceHandle_v11_t* none = nullptr;
+    return t->accept(listenComm, recvComm, &none);
+  }
+  static ncclResult_t regMr(const Table* t, void* comm, void* data, size_t size, int type, void** mhandle) {
+    return t->regMr(comm, data, size, type, mhandle);
+  }
+  static ncclResult_t isend(const Table* t, void* comm, void* data, size_t size, int tag, void* mhandle,
+                            void** request) {
+    return t->isend(comm, data, size, tag, mhandle, nullptr, request);
+  }
+  static ncclResult_t irecv(const Table* t, void* comm, int n, void** data, size_t* sizes, int* tags,
+                            void** mhandles, void** request) {
+    return t->irecv(comm, n, data, sizes, tags, mhandles, nullptr, request);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<NetApi> netAdapt_v11(const void* table, std::string* why) { return netAdapt<V11>(table, why); }
+
+}  // namespace plexus
