@@ -109,7 +109,7 @@ bool matchIfList(const char* name, const std::vector<std::string>& list, bool ex
 }
 
 // NCCL's findInterfaces: the first address of each matching interface, IPv6 loopback skipped.
-std::vector<IfAddr> findInterfaces(const char* prefixList, int family, size_t maxIfs) {
+std::vector<IfAddr> matchInterfaces(const char* prefixList, int family, size_t maxIfs) {
   bool searchNot = prefixList[0] == '^';
   if (searchNot) prefixList++;
   bool searchExact = prefixList[0] == '=';
@@ -272,14 +272,14 @@ ncclResult_t parseAddress(const char* str, SocketAddress* addr, const char* what
   return ncclSuccess;
 }
 
-ncclResult_t findInterface(SocketAddress* addr, std::string* ifName) {
+ncclResult_t findInterfaces(size_t maxIfs, std::vector<NetInterface>* out, const char* who) {
   int family = socketFamily();
   auto env = envGet("SOCKET_IFNAME");
   std::vector<IfAddr> found;
   if (env && env->size() > 1) {  // NCCL ignores one-character values
-    found = findInterfaces(env->c_str(), family, 1);
+    found = matchInterfaces(env->c_str(), family, maxIfs);
   } else {
-    found = findInterfaces("ib", family, 1);
+    found = matchInterfaces("ib", family, maxIfs);
     if (found.empty()) {
       auto commId = envGet("COMM_ID");
       SocketAddress idAddr;
@@ -287,9 +287,9 @@ ncclResult_t findInterface(SocketAddress* addr, std::string* ifName) {
       if (commId && commId->size() > 1 && parseAddressImpl(commId->c_str(), &idAddr, &why))
         found = findInterfaceMatchSubnet(idAddr, family);
     }
-    if (found.empty()) found = findInterfaces("^docker,lo", family, 1);
-    if (found.empty()) found = findInterfaces("docker", family, 1);
-    if (found.empty()) found = findInterfaces("lo", family, 1);
+    if (found.empty()) found = matchInterfaces("^docker,lo", family, maxIfs);
+    if (found.empty()) found = matchInterfaces("docker", family, maxIfs);
+    if (found.empty()) found = matchInterfaces("lo", family, maxIfs);
   }
   if (found.empty()) {
     const char* fam = family == AF_INET    ? " with NCCL_SOCKET_FAMILY=AF_INET"
@@ -298,17 +298,27 @@ ncclResult_t findInterface(SocketAddress* addr, std::string* ifName) {
     std::string ifs = describeInterfaces();
     if (env && env->size() > 1)
       return setError(nullptr, ncclSystemError,
-                      "bootstrap: no network interface matches NCCL_SOCKET_IFNAME=\"%s\"%s; this host has: %s. Set "
+                      "%s: no network interface matches NCCL_SOCKET_IFNAME=\"%s\"%s; this host has: %s. Set "
                       "NCCL_SOCKET_IFNAME to one of them (comma-separated prefixes, '^' to exclude, '=' for exact "
                       "names)",
-                      env->c_str(), fam, ifs.c_str());
+                      who, env->c_str(), fam, ifs.c_str());
     return setError(nullptr, ncclSystemError,
-                    "bootstrap: no usable network interface found%s; this host has: %s. Set NCCL_SOCKET_IFNAME to "
+                    "%s: no usable network interface found%s; this host has: %s. Set NCCL_SOCKET_IFNAME to "
                     "one of them",
-                    fam, ifs.c_str());
+                    who, fam, ifs.c_str());
   }
+  out->clear();
+  for (auto& f : found) {
+    out->push_back({f.name, f.addr});
+    setAddressPort(&out->back().addr, 0);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t findInterface(SocketAddress* addr, std::string* ifName) {
+  std::vector<NetInterface> found;
+  NCCLCHECK(findInterfaces(1, &found, "bootstrap"));
   *addr = found[0].addr;
-  setAddressPort(addr, 0);
   *ifName = found[0].name;
   TRACE(NCCL_BOOTSTRAP, "bootstrap: interface %s (%s)", ifName->c_str(), toString(*addr).c_str());
   return ncclSuccess;

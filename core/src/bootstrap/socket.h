@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 
@@ -34,6 +35,13 @@ ncclResult_t parseAddress(const char* str, SocketAddress* addr, const char* what
 // exclude, '=' for exact names), NCCL_SOCKET_FAMILY (AF_INET / AF_INET6); when unset: ib*, then the subnet of
 // NCCL_COMM_ID, then anything but docker*/lo*, then docker*, then lo. The port of *addr is 0.
 ncclResult_t findInterface(SocketAddress* addr, std::string* ifName);
+// Up to maxIfs interfaces, chosen by the same rules (NCCL's ncclFindInterfaces; the socket net uses 16): every
+// match of the first rule that matches any. Ports are 0. `who` starts the error message ("NET/Socket").
+struct NetInterface {
+  std::string name;
+  SocketAddress addr;
+};
+ncclResult_t findInterfaces(size_t maxIfs, std::vector<NetInterface>* out, const char* who);
 // "lo(127.0.0.1, ::1) eth0(10.0.0.2)": the host's interfaces, as NCCL_SOCKET_IFNAME names them.
 std::string describeInterfaces();
 
