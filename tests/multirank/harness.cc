@@ -70,7 +70,7 @@ static void unhex(const char* s, void* data, size_t n) {
   for (size_t i = 0; i < n; i++) ((unsigned char*)data)[i] = (unsigned char)(v(s[2 * i]) << 4 | v(s[2 * i + 1]));
 }
 
-int runProcesses(const std::string& name, int nranks, int timeoutSec) {
+int runProcesses(const std::string& name, int nranks, int timeoutSec, int ranksPerNode) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return nranks;
   std::string idHex = hex(&id, sizeof(id));
@@ -79,8 +79,15 @@ int runProcesses(const std::string& name, int nranks, int timeoutSec) {
     std::string rank = std::to_string(r), n = std::to_string(nranks);
     const char* argv[] = {"/proc/self/exe", "--plexus-child", name.c_str(), rank.c_str(), n.c_str(), idHex.c_str(),
                           nullptr};
+    std::vector<std::string> env;
+    for (char** e = environ; *e; e++)
+      if (!ranksPerNode || strncmp(*e, "PLEXUS_HOSTID=", 14) != 0) env.push_back(*e);
+    if (ranksPerNode) env.push_back("PLEXUS_HOSTID=plexus-test-node" + std::to_string(r / ranksPerNode));
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_t pid;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, (char* const*)argv, environ) != 0) return nranks;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, (char* const*)argv, envp.data()) != 0) return nranks;
     pids.push_back(pid);
   }
   int failed = 0;

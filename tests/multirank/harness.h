@@ -18,8 +18,10 @@ using RankFn = std::function<long(int rank, int nranks, ncclComm_t comm, cudaStr
 long runThreads(int nranks, const RankFn& fn);
 
 // Runs the scenario registered as `name` in nranks processes; returns the number of processes that
-// failed (non-zero exit, signal, or not done within timeoutSec, which kills the rest).
-int runProcesses(const std::string& name, int nranks, int timeoutSec = 120);
+// failed (non-zero exit, signal, or not done within timeoutSec, which kills the rest). With
+// ranksPerNode > 0 the processes act as nodes of that many ranks each (PLEXUS_HOSTID differs between
+// nodes), so that traffic between nodes takes the net transport.
+int runProcesses(const std::string& name, int nranks, int timeoutSec = 120, int ranksPerNode = 0);
 
 // Scenarios that runProcesses can start in a child process.
 void registerScenario(const std::string& name, RankFn fn);

@@ -632,6 +632,7 @@ struct Launch {
   int channels = 0;  // > 0: NCCL_MIN_NCHANNELS=channels and PLEXUS_MIN_CHANNEL_BYTES=4096, so that
                      // collectives beyond a few KiB are split over that many channels
   const char* algo = nullptr;  // NCCL_ALGO (nullptr: the planner's choice)
+  int ranksPerNode = 0;        // processes: > 0 makes nodes of that many ranks (the net transport between them)
 };
 
 inline std::string scenarioName(const std::string& prefix, Coll c) { return prefix + collName(c); }
@@ -676,11 +677,12 @@ inline long runOne(Coll c, const Plan& plan, const std::string& scenarioPrefix, 
   auto body = [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
     return runRank(c, plan, "threads", rank, nranks, comm, stream);
   };
-  long bad = l.processes ? harness::runProcesses(scenarioName(scenarioPrefix, c), l.nranks, 1200)
+  long bad = l.processes ? harness::runProcesses(scenarioName(scenarioPrefix, c), l.nranks, 1200, l.ranksPerNode)
                          : harness::runThreads(l.nranks, body);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fprintf(stderr, "matrix: %-13s %-6s %d ranks as %-9s%s%s%s %5zu cases %6.1f s%s\n", collName(c), proto, l.nranks,
-          l.processes ? "processes" : "threads", l.channels ? (" " + channels + " channels").c_str() : "",
+  const std::string nodes = l.ranksPerNode ? " in nodes of " + std::to_string(l.ranksPerNode) : "";
+  fprintf(stderr, "matrix: %-13s %-6s %d ranks as %-9s%s%s%s%s %5zu cases %6.1f s%s\n", collName(c), proto, l.nranks,
+          l.processes ? "processes" : "threads", nodes.c_str(), l.channels ? (" " + channels + " channels").c_str() : "",
           l.algo ? " NCCL_ALGO=" : "", l.algo ? l.algo : "", caseCount(c, plan, strcmp(proto, "LL") == 0, l.nranks),
           secs, bad ? "  FAILED" : "");
   return bad;

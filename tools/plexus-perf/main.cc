@@ -525,9 +525,15 @@ void setupLaunch(int* argc, char*** argv) {
       gW.nProcs = envInt(sizeName, size, 1, PLEXUS_MAX_HOST_DEVICES);
       gW.proc = envInt(rankName, rank, 0, gW.nProcs - 1);
       if (gW.nProcs > 1) {
+        // torchrun-style launchers name rank 0's host and a port: rank 0 serves the bootstrap there.
+        if (!env("NCCL_COMM_ID") && env("MASTER_ADDR") && env("MASTER_PORT")) {
+          const std::string addr = env("MASTER_ADDR");
+          const bool v6 = addr.find(':') != std::string::npos && addr.front() != '[';
+          setenv("NCCL_COMM_ID", ((v6 ? "[" + addr + "]" : addr) + ":" + env("MASTER_PORT")).c_str(), 1);
+        }
         if (!env("NCCL_COMM_ID"))
           fatal(2, std::string("a multi-process run without MPI needs NCCL_COMM_ID=<ip:port> (where rank 0 "
-                               "listens) in every process") +
+                               "listens), or MASTER_ADDR and MASTER_PORT, in every process") +
                        (launchedByMpi() ? "; this plexus-perf was built without MPI" : ""));
         gW.launch = Launch::kEnv;
         gW.localProc = gW.proc;

@@ -83,8 +83,8 @@ void printUsage(FILE* out) {
                "                            or ncclCommWindowRegister, symmetric (2); 0: malloc (default 0)\n"
                "  -h,--help                 this message\n"
                "Launch modes: -t threads in one process; under mpirun (%s);\n"
-               "  or any launcher setting PLEXUS_RANK/PLEXUS_NRANKS (or RANK/WORLD_SIZE) and\n"
-               "  NCCL_COMM_ID=<ip:port> in every process.\n",
+               "  or any launcher setting PLEXUS_RANK/PLEXUS_NRANKS (or RANK/WORLD_SIZE, LOCAL_RANK) and\n"
+               "  NCCL_COMM_ID=<ip:port> (or MASTER_ADDR/MASTER_PORT) in every process.\n",
                colls.c_str(),
 #ifdef PLEXUS_PERF_HAVE_MPI
                "MPI: enabled"

@@ -5,7 +5,10 @@
 #include <plexus/algo_v1.h>
 #include <plexus/device_v1.h>
 
+#include <memory>
 #include <vector>
+
+#include "proxy/proxy.h"
 
 namespace plexus {
 
@@ -18,6 +21,7 @@ struct Connection {
   bool isSend = false;
   int channel = 0;
   int peer = 0;
+  std::unique_ptr<ProxyConnection> proxy;  // registered with the proxy while connected, if proxy-driven
 };
 
 struct Channels {

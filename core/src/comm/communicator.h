@@ -37,6 +37,13 @@ struct UserRedOp {
   void* scalarPtr;      // ncclScalarDevice: read by the kernel when it runs
 };
 
+// What ncclConfig_t sets besides blocking, kept by the communicator (and inherited by its children).
+struct CommOptions {
+  std::string name;              // commName
+  std::string netName;           // the net plugin wanted by name; empty: NCCL_NET, else any
+  int trafficClass = -1;         // passed to the net plugin; -1: undefined
+};
+
 // An algorithm plugin as one communicator uses it.
 struct AlgoInstance {
   const AlgoPlugin* plugin = nullptr;
@@ -54,7 +61,7 @@ struct ncclComm {
   int device = 0;
   plexusBackend_t backend = plexusBackendHost;
   int blocking = 1;
-  std::string commName;
+  plexus::CommOptions options;  // from ncclConfig_t (or the parent's)
   uint64_t commHash = 0;
 
   std::unique_ptr<plexus::Bootstrap> bootstrap;
@@ -70,6 +77,8 @@ struct ncclComm {
   plexusDevComm_v1_t devComm{};
   std::vector<plexus::AlgoInstance> algos;
   std::vector<const plexus::TransportPlugin*> transports;
+  std::vector<void*> transportCommCtx;  // per transport: what its commInit made (nullptr: none)
+  std::atomic<int> proxyConnections{0};  // connections the proxy progresses: launches wake it
   size_t buffSize = 0;  // Simple protocol bytes per connection
 
   plexus::PlannerConfig planner;
@@ -117,8 +126,8 @@ void commFree(ncclComm* comm);
 
 // Shared by every way of making a communicator (init.cc; split.cc for ncclCommSplit, ncclCommShrink and
 // ncclCommInitRankScalable).
-// Validates config as ncclCommInitRankConfig does; leaves *blocking and *name alone for undefined fields.
-ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* blocking, std::string* name);
+// Validates config as ncclCommInitRankConfig does; leaves *blocking and *options alone for undefined fields.
+ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* blocking, CommOptions* options);
 // Creates a communicator of nranks over the roots of ids[0..nIds) (one for ncclCommInitRank), blocking
 // or not, deferred inside a group.
 ncclResult_t commInitRankIds(ncclComm_t* out, int nranks, int rank, const ncclUniqueId* ids, int nIds,

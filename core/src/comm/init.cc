@@ -121,6 +121,21 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   channelsInit(&comm->channels, *std::min_element(proposals.begin(), proposals.end()), comm->nRanks);
 
   NCCLCHECK(loadTransports(&comm->transports));
+  {
+    plexusTransportComm_v1_t info{};
+    info.commHash = comm->commHash;
+    info.rank = comm->rank;
+    info.nRanks = comm->nRanks;
+    info.localRank = comm->topo.localRank;
+    info.nLocalRanks = comm->topo.nLocalRanks;
+    // NCCL's precedence: the config's netName, then NCCL_NET; NCCL_NET_PLUGIN, then the file's plugins.net.
+    const std::string netName = !comm->options.netName.empty() ? comm->options.netName : envStr("NET", "");
+    const std::string netPlugin = envStr("NET_PLUGIN", comm->config->net);
+    info.netName = netName.empty() ? nullptr : netName.c_str();
+    info.netPlugin = netPlugin.empty() ? nullptr : netPlugin.c_str();
+    info.trafficClass = comm->options.trafficClass;
+    NCCLCHECK(transportCommInit(comm, info));
+  }
   NCCLCHECK(setupAlgorithms(comm));
   NCCLCHECK(plannerInit(comm));
 
@@ -210,13 +225,14 @@ void commFree(ncclComm* comm) {
   comm->executor.reset();
   comm->peerMappings.reset();
   transportFreeAll(comm);
+  transportCommFinalize(comm);
   for (AlgoInstance& a : comm->algos)
     if (a.ctx) a.plugin->api->finalize(a.ctx);
   comm->algos.clear();
   comm->bootstrap.reset();
 }
 
-ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* blocking, std::string* name) {
+ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* blocking, CommOptions* options) {
   if (!config) return ncclSuccess;
   if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, splitShare))
     return setError(nullptr, ncclInvalidArgument,
@@ -227,7 +243,11 @@ ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* b
       return setError(nullptr, ncclInvalidArgument, "%s: config.blocking=%d must be 0 or 1", api, config->blocking);
     *blocking = config->blocking;
   }
-  if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char*) && config->commName) *name = config->commName;
+  auto has = [&](size_t offset, size_t size) { return config->size >= offset + size; };
+  if (has(offsetof(ncclConfig_t, netName), sizeof(char*)) && config->netName) options->netName = config->netName;
+  if (has(offsetof(ncclConfig_t, commName), sizeof(char*)) && config->commName) options->name = config->commName;
+  if (has(offsetof(ncclConfig_t, trafficClass), sizeof(int)) && config->trafficClass != NCCL_CONFIG_UNDEF_INT)
+    options->trafficClass = config->trafficClass;
   return ncclSuccess;
 }
 
@@ -245,15 +265,15 @@ ncclResult_t commInitRankIds(ncclComm_t* out, int nranks, int rank, const ncclUn
                       "rank 0 got from ncclGetUniqueId, unchanged, to every rank",
                       api, nIds > 1 ? (" commIds[" + std::to_string(i) + "]").c_str() : "");
   int blocking = 1;
-  std::string name;
+  CommOptions options;
   NCCLCHECK(parseCommConfig(config, strcmp(api, "ncclCommInitRank") == 0 ? "ncclCommInitRankConfig" : api, &blocking,
-                            &name));
+                            &options));
   auto* comm = new ncclComm();
   comm->rank = rank;
   comm->nRanks = nranks;
   comm->device = currentDevice;
   comm->blocking = blocking;
-  comm->commName = name;
+  comm->options = options;
   if (envGet("COMM_ID") && rank == 0 && nIds == 1) {
     // With NCCL_COMM_ID every rank computed the same id; rank 0 serves it.
     ncclResult_t r = bootstrapCreateRoot(ids[0], true);

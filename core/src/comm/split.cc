@@ -121,17 +121,17 @@ ncclResult_t refuse(ncclResult_t r) {
   return r;
 }
 
-// The child's config: the parent's (blocking, name) without one, else the given one as init reads it.
+// The child's config: the parent's (blocking, options) without one, else the given one as init reads it.
 ncclResult_t childConfig(ncclComm* parent, const ncclConfig_t* config, const char* api, int* blocking,
-                         std::string* name) {
+                         CommOptions* options) {
   if (!config) {
     *blocking = parent->blocking;
-    *name = parent->commName;
+    *options = parent->options;
     return ncclSuccess;
   }
   *blocking = 1;
-  name->clear();
-  return parseCommConfig(config, api, blocking, name);
+  *options = CommOptions{};
+  return parseCommConfig(config, api, blocking, options);
 }
 
 // Learns the child's rank, size and id through the exchange; false (and the child Failed) if it failed.
@@ -152,13 +152,13 @@ bool childExchange(ncclComm* child, const Exchange& exchange, ncclUniqueId* id, 
 // init thread, which a group's ncclGroupEnd waits for when the child is blocking (as for
 // ncclCommInitRank). A nonblocking child in a group has its exchange finished by ncclGroupEnd (the group
 // may also hold operations of the parent, which use the parent's bootstrap) and its init in the background.
-ncclResult_t makeChild(ncclComm* parent, int blocking, const std::string& name, ncclComm_t* newcomm,
+ncclResult_t makeChild(ncclComm* parent, int blocking, const CommOptions& options, ncclComm_t* newcomm,
                        Exchange exchange) {
   auto* child = new ncclComm();
   child->device = parent->device;
   child->backend = parent->backend;
   child->blocking = blocking;
-  child->commName = name;
+  child->options = options;
   commRegister(child, true);
   *newcomm = child;
   if (!blocking && groupDepth() > 0) {
@@ -209,8 +209,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   if (!newcomm) return refuse(setError(comm, ncclInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   *newcomm = nullptr;
   int blocking;
-  std::string name;
-  r = childConfig(comm, config, "ncclCommSplit", &blocking, &name);
+  CommOptions options;
+  r = childConfig(comm, config, "ncclCommSplit", &blocking, &options);
   if (r != ncclSuccess) return refuse(r);
   if (color == NCCL_SPLIT_NOCOLOR) {
     auto job = [comm, key] {
@@ -224,7 +224,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     }
     return job();
   }
-  return makeChild(comm, blocking, name, newcomm, [comm, color, key](int* rank, int* nranks, ncclUniqueId* id) {
+  return makeChild(comm, blocking, options, newcomm, [comm, color, key](int* rank, int* nranks, ncclUniqueId* id) {
     return splitExchange(comm, color, key, rank, nranks, id);
   });
 }
@@ -268,8 +268,8 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     excluded[x] = true;
   }
   int blocking;
-  std::string name;
-  r = childConfig(comm, config, "ncclCommShrink", &blocking, &name);
+  CommOptions options;
+  r = childConfig(comm, config, "ncclCommShrink", &blocking, &options);
   if (r != ncclSuccess) return refuse(r);
   std::vector<int> survivors;
   for (int i = 0; i < comm->nRanks; i++)
@@ -283,7 +283,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     comm->executor->waitIdle();
     __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);
   }
-  return makeChild(comm, blocking, name, newcomm, [comm, survivors](int* rank, int* nranks, ncclUniqueId* id) {
+  return makeChild(comm, blocking, options, newcomm, [comm, survivors](int* rank, int* nranks, ncclUniqueId* id) {
     comm->executor->waitIdle();
     return shrinkExchange(comm, survivors, rank, nranks, id);
   });

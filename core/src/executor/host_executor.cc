@@ -8,6 +8,7 @@
 #include "executor/p2p.h"
 #include "misc/check.h"
 #include "planner/planner.h"
+#include "proxy/proxy.h"
 #include "stream/host_stream.h"
 
 namespace plexus {
@@ -67,6 +68,9 @@ ncclResult_t HostExecutor::runChannel(int channel, uint32_t first, uint32_t n) {
     }
     if (r != ncclSuccess) {
       const plexusDevChannel_v1_t& ch = comm_->channels.dev[channel];
+      // A connection that failed under the proxy aborted the communicator and said why already.
+      const ncclResult_t async = comm_->asyncError.load();
+      if (ch.status == PLEXUS_CHANNEL_ABORTED && async != ncclSuccess) return async;
       const char* why = ch.status == PLEXUS_CHANNEL_TIMEOUT ? "timed out"
                         : ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted" : "failed";
       setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements) %s on channel %d (%s, waiting on rank %d)",
@@ -101,6 +105,8 @@ void HostExecutor::workerLoop(int channel) {
 }
 
 ncclResult_t HostExecutor::run(uint32_t first, uint32_t n) {
+  // Connections moved by the proxy (across nodes) need it running while the kernels do.
+  ProxyActivity proxy(comm_->proxyConnections.load(std::memory_order_relaxed) > 0);
   // Launches from several streams run in workFifo order: each waits until every earlier one has
   // consumed its entries, which it does last, so one launch at a time owns the channel workers.
   for (uint32_t iter = 0; comm_->workFifo.consumed() != first; iter++) {

@@ -1,7 +1,9 @@
 #include "p2p.h"
 
 #include <plexus/device/arch.h>
+#include <plexus/device/primitives.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -121,6 +123,8 @@ bool progress(ncclComm* comm, Queue& q, ncclResult_t* err) {
     if (c->connFifo) c->connFifo[q.step % PLEXUS_STEPS].size = (int64_t)n;
     dev::storeRelease(c->tail, ++q.step);
   } else {
+    // The slices of the message still to come (a proxy posts receives for these alone).
+    dev::wantRecv(c, q.step + std::min<size_t>(PLEXUS_STEPS, std::max<size_t>(1, (m.bytes - m.done + c->stepSize - 1) / c->stepSize)));
     if (dev::loadAcquire(c->tail) < q.step + 1) return false;
     memcpy(m.buf + m.done, slot(c, q.step), n);
     if (c->connFifo) c->connFifo[q.step % PLEXUS_STEPS].size = PLEXUS_CONNFIFO_FREE;

@@ -14,6 +14,7 @@
 #include "misc/check.h"
 #include "misc/debug.h"
 #include "misc/env.h"
+#include "transport/net/net_transport.h"
 
 namespace plexus {
 
@@ -161,6 +162,11 @@ ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out) {
       INFO(NCCL_INIT, "transport plugin '%s': loaded %s (%s, ABI %u)", api->name, path.c_str(),
            PLEXUS_TRANSPORT_PLUGIN_SYMBOL, api->abiVersion);
     }
+    // The net transport is built in and comes last: any pair the others cannot connect goes through it.
+    void* ctx = nullptr;
+    if (netTransport.init(&ctx, debugLog) == ncclSuccess)
+      transportRegistry.push_back(
+          std::make_unique<TransportPlugin>(TransportPlugin{netTransport.name, "built-in", &netTransport, ctx}));
   }
   out->clear();
   for (auto& t : transportRegistry) out->push_back(t.get());

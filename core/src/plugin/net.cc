@@ -15,9 +15,7 @@
 #include "misc/env.h"
 #include "nccl.h"
 #include "plugin/loader.h"
-
-// The built-in socket net (core/src/transport/net/socket_net.cc).
-extern "C" const ncclNet_v12_t plexusSocketNet_v12 __attribute__((weak));
+#include "transport/net/socket_net.h"
 
 namespace plexus {
 
@@ -113,7 +111,6 @@ const NetPlugin* netPluginOpen(const std::string& spec, std::string* report) {
 
 const NetPlugin* netPluginSocket() {
   static std::unique_ptr<NetPlugin> socket = []() -> std::unique_ptr<NetPlugin> {
-    if (!&plexusSocketNet_v12) return nullptr;
     std::string why;
     auto p = std::make_unique<NetPlugin>();
     p->api = netAdapt_v12(&plexusSocketNet_v12, &why);

@@ -15,6 +15,10 @@ namespace plexus {
 
 uint64_t hostHash() {
   if (auto id = envGet("HOSTID")) return hashBytes(id->data(), id->size());
+  return machineHash();
+}
+
+uint64_t machineHash() {
   char host[256] = "";
   gethostname(host, sizeof(host) - 1);
   std::string ident = host;
@@ -49,6 +53,7 @@ plexusPeerInfo_v1_t localPeerInfo(int rank, int device, int backend) {
   info.hostHash = hostHash();
   info.pidHash = pidHash();
   info.shmDev = shmDevice();
+  info.machineHash = machineHash();
   return info;
 }
 
@@ -76,18 +81,26 @@ Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank
   t.localRank = t.rankLocalRank[rank];
   t.nLocalRanks = nodeCount[t.node];
   t.cores = (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  t.machineRanks = 0;
+  std::vector<uint64_t> procs;
+  for (const plexusPeerInfo_v1_t& p : peers) {
+    if (p.machineHash != peers[rank].machineHash) continue;
+    t.machineRanks++;
+    if (std::find(procs.begin(), procs.end(), p.pidHash) == procs.end()) procs.push_back(p.pidHash);
+  }
+  t.machineProcs = (int)procs.size();
   return t;
 }
 
 LinkPerf localLinkPerf(const Topology& t, int nChannels) {
   if (!t.coresShared(nChannels)) return LinkPerf{0.08f, 16.0f};
-  return LinkPerf{2.2f, 16.0f * (float)t.cores / (float)(t.nLocalRanks * nChannels)};
+  return LinkPerf{2.2f, 16.0f * (float)t.cores / (float)(t.machineRanks * nChannels)};
 }
 
 LinkPerf netLinkPerf() { return LinkPerf{8.0f, 3.0f}; }
 
 int channelCount(const Topology& t) {
-  int n = std::clamp(t.cores / std::max(1, t.nLocalRanks), 1, 4);
+  int n = std::clamp(t.cores / std::max(1, t.machineRanks), 1, 4);
   int lo = (int)envInt("MIN_NCHANNELS", 1), hi = (int)envInt("MAX_NCHANNELS", PLEXUS_MAXCHANNELS);
   n = std::max(n, lo);
   n = std::min(n, hi);
@@ -109,7 +122,7 @@ plexusAlgoTopo_v1_t algoTopology(const Topology& t, int rank, int nChannels, siz
   a.localGBs = local.gbs;
   a.netHopUs = net.hopUs;
   a.netGBs = net.gbs;
-  a.coresShared = t.coresShared(nChannels) ? (t.nLocalRanks * nChannels + t.cores - 1) / t.cores : 0;
+  a.coresShared = t.coresShared(nChannels) ? (t.machineRanks * nChannels + t.cores - 1) / t.cores : 0;
   a.stepBytes = (int)(buffSize / PLEXUS_STEPS);
   return a;
 }

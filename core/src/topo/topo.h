@@ -13,6 +13,8 @@ namespace plexus {
 // Equal for ranks of one node. NCCL_HOSTID / PLEXUS_HOSTID overrides, so that ranks of one machine
 // can act as separate nodes.
 uint64_t hostHash();
+// Equal for ranks of one machine (host name and boot id), NCCL_HOSTID or not.
+uint64_t machineHash();
 // Equal for ranks of one process.
 uint64_t pidHash();
 // Device number of /dev/shm: processes that see the same one can share memory.
@@ -28,9 +30,16 @@ struct Topology {
   std::vector<int> rankNode;   // node index per rank, nodes numbered by their lowest rank
   std::vector<int> rankLocalRank;
   int cores = 1;               // online CPUs of this node
+  // Who else runs on this machine: more than the node's ranks where NCCL_HOSTID splits a machine into
+  // nodes, and they all share its cores.
+  int machineRanks = 1;
+  int machineProcs = 1;
 
-  // True when the node's ranks, each running nChannels host channels, outnumber its cores.
-  bool coresShared(int nChannels) const { return (long)nLocalRanks * nChannels > cores; }
+  // True when the machine's ranks, each running nChannels host channels (and, across nodes, each
+  // process its proxy thread), outnumber its cores.
+  bool coresShared(int nChannels) const {
+    return (long)machineRanks * nChannels + (nNodes > 1 ? machineProcs : 0) > cores;
+  }
 };
 
 // What cost models assume of a link: one hop's latency and one channel's bandwidth.

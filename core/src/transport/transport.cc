@@ -1,9 +1,13 @@
 #include "transport.h"
 
+#include <plexus/device/arch.h>
+
 #include <algorithm>
 
+#include "bootstrap/socket.h"
 #include "comm/communicator.h"
 #include "misc/check.h"
+#include "proxy/proxy.h"
 
 namespace plexus {
 
@@ -26,14 +30,48 @@ ncclResult_t pickTransport(ncclComm* comm, int peer, const TransportPlugin** out
   const plexusPeerInfo_v1_t& self = comm->peerInfo[comm->rank];
   const plexusPeerInfo_v1_t& other = comm->peerInfo[peer];
   return setError(comm, ncclSystemError,
-                  "rank %d: no transport can connect to rank %d (%s node, %s process, %zu transport(s) loaded). "
-                  "Ranks on different nodes need the net transport, which this build does not have yet; "
-                  "run all ranks on one node (and unset NCCL_HOSTID).",
+                  "rank %d: no transport can connect to rank %d (%s node, %s process, %zu transport(s) loaded); "
+                  "check the transport lines of the log (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT)",
                   comm->rank, peer, self.hostHash == other.hostHash ? "same" : "another",
                   self.pidHash == other.pidHash ? "same" : "another", comm->transports.size());
 }
 
+void* commCtxOf(ncclComm* comm, const TransportPlugin* t) {
+  for (size_t i = 0; i < comm->transports.size(); i++)
+    if (comm->transports[i] == t) return comm->transportCommCtx[i];
+  return nullptr;
+}
+
+// A proxy failure: the communicator's operations fail with it (the proxy also sets the abort flag).
+void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, const char* why) {
+  auto* comm = (ncclComm*)owner;
+  setError(comm, result, "rank %d: the connection %s rank %d on channel %d failed: %s", comm->rank,
+           conn.isSend ? "to" : "from", conn.peer, conn.channel, why);
+  ncclResult_t expected = ncclSuccess;
+  comm->asyncError.compare_exchange_strong(expected, result);
+}
+
 }  // namespace
+
+ncclResult_t transportCommInit(ncclComm* comm, const plexusTransportComm_v1_t& info) {
+  comm->transportCommCtx.assign(comm->transports.size(), nullptr);
+  for (size_t i = 0; i < comm->transports.size(); i++) {
+    const TransportPlugin* t = comm->transports[i];
+    if (!t->api->commInit) continue;
+    ncclResult_t r = t->api->commInit(t->ctx, &info, &comm->transportCommCtx[i]);
+    if (r != ncclSuccess)
+      return setError(comm, r, "rank %d: transport %s could not set up for the communicator", comm->rank,
+                      t->api->name);
+  }
+  return ncclSuccess;
+}
+
+void transportCommFinalize(ncclComm* comm) {
+  for (size_t i = 0; i < comm->transportCommCtx.size(); i++)
+    if (comm->transportCommCtx[i] && comm->transports[i]->api->commFinalize)
+      comm->transports[i]->api->commFinalize(comm->transportCommCtx[i]);
+  comm->transportCommCtx.clear();
+}
 
 ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>& requests) {
   const size_t first = comm->channels.connections.size();
@@ -49,6 +87,7 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
     setup.self = &comm->peerInfo[comm->rank];
     setup.peer = &comm->peerInfo[req.peer];
     setup.channelId = req.channel;
+    setup.commCtx = commCtxOf(comm, conn.transport);
     setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
     setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
     const plexusTransport_v1_t* api = conn.transport->api;
@@ -57,7 +96,7 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
     if (r != ncclSuccess)
       return setError(comm, r, "rank %d: transport %s could not set up the %s connector with rank %d on channel %d",
                       comm->rank, api->name, req.isSend ? "send" : "recv", req.peer, req.channel);
-    comm->channels.connections.push_back(conn);
+    comm->channels.connections.push_back(std::move(conn));
   }
   for (size_t i = 0; i < requests.size(); i++)
     NCCLCHECK(comm->bootstrap->send(requests[i].peer, connectTag(requests[i].channel, requests[i].isSend), &mine[i],
@@ -65,21 +104,60 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
   for (size_t i = 0; i < requests.size(); i++)
     NCCLCHECK(comm->bootstrap->recv(requests[i].peer, connectTag(requests[i].channel, !requests[i].isSend),
                                     &theirs[i], sizeof(theirs[i])));
-  for (size_t i = 0; i < requests.size(); i++) {
-    const ConnectRequest& req = requests[i];
-    Connection& conn = comm->channels.connections[first + i];
-    plexusDevChannelPeer_v1_t& peer = comm->channels.peers[req.channel][req.peer];
-    plexusDevConnector_v1_t& connector = req.isSend ? peer.send : peer.recv;
-    const plexusTransport_v1_t* api = conn.transport->api;
-    ncclResult_t r = req.isSend ? api->sendConnect(conn.resources, &theirs[i], &connector.conn)
-                                : api->recvConnect(conn.resources, &theirs[i], &connector.conn);
-    if (r != ncclSuccess)
-      return setError(comm, r, "rank %d: transport %s could not connect the %s connector with rank %d on channel %d",
-                      comm->rank, api->name, req.isSend ? "send" : "recv", req.peer, req.channel);
-    if (connector.conn.stepSize <= 0)
-      return setError(comm, ncclInternalError, "rank %d: transport %s left a step size of %d on channel %d",
-                      comm->rank, api->name, connector.conn.stepSize, req.channel);
-    connector.connected = 1;
+  // Connects may have to wait for the peer's side (ncclInProgress): poll every one of the round in turn
+  // until all are done, so that no two ranks wait on each other.
+  std::vector<bool> done(requests.size(), false);
+  const Deadline deadline = Deadline::after(bootstrapTimeout());
+  for (size_t left = requests.size(), iter = 0; left > 0; iter++) {
+    for (size_t i = 0; i < requests.size(); i++) {
+      if (done[i]) continue;
+      const ConnectRequest& req = requests[i];
+      Connection& conn = comm->channels.connections[first + i];
+      plexusDevChannelPeer_v1_t& peer = comm->channels.peers[req.channel][req.peer];
+      plexusDevConnector_v1_t& connector = req.isSend ? peer.send : peer.recv;
+      const plexusTransport_v1_t* api = conn.transport->api;
+      ncclResult_t r = req.isSend ? api->sendConnect(conn.resources, &theirs[i], &connector.conn)
+                                  : api->recvConnect(conn.resources, &theirs[i], &connector.conn);
+      if (r == ncclInProgress) continue;
+      if (r != ncclSuccess)
+        return setError(comm, r, "rank %d: transport %s could not connect the %s connector with rank %d on channel %d",
+                        comm->rank, api->name, req.isSend ? "send" : "recv", req.peer, req.channel);
+      if (connector.conn.stepSize <= 0)
+        return setError(comm, ncclInternalError, "rank %d: transport %s left a step size of %d on channel %d",
+                        comm->rank, api->name, connector.conn.stepSize, req.channel);
+      connector.connected = 1;
+      if (api->proxyProgress) {
+        conn.proxy = std::make_unique<ProxyConnection>();
+        ProxyConnection& pc = *conn.proxy;
+        pc.api = api;
+        pc.resources = conn.resources;
+        pc.abortFlag = &comm->abortFlag;
+        pc.onError = proxyError;
+        pc.owner = comm;
+        pc.peer = req.peer;
+        pc.channel = req.channel;
+        pc.isSend = req.isSend;
+        proxyAdd(&pc);
+        comm->proxyConnections++;
+      }
+      done[i] = true;
+      left--;
+    }
+    if (!left) break;
+    if (comm->abortFlag)
+      return setError(comm, ncclInternalError, "rank %d: connecting was aborted", comm->rank);
+    if (deadline.expired()) {
+      std::string waiting;
+      for (size_t i = 0; i < requests.size(); i++)
+        if (!done[i])
+          waiting += (waiting.empty() ? "" : ", ") + std::string(requests[i].isSend ? "send to " : "recv from ") +
+                     std::to_string(requests[i].peer) + " on channel " + std::to_string(requests[i].channel);
+      return setError(comm, ncclSystemError,
+                      "rank %d: connections still not established after %.0f s (%s): the peers did not answer "
+                      "through the net plugin; check that they run and can reach this node (NCCL_SOCKET_IFNAME, "
+                      "firewall), or raise PLEXUS_BOOTSTRAP_TIMEOUT", comm->rank, deadline.seconds(), waiting.c_str());
+    }
+    dev::backoff((uint32_t)iter);
   }
   // Every peer has mapped what it needs before anyone removes names. Only the peers of this round
   // take part, so connections made on demand (point-to-point) involve no other rank.
@@ -115,7 +193,19 @@ ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectReques
 }
 
 void transportFreeAll(ncclComm* comm) {
+  // What kernels handed the proxy leaves before its connections close (peers may still be receiving).
+  std::vector<ProxyConnection*> proxied;
+  for (Connection& conn : comm->channels.connections)
+    if (conn.proxy) proxied.push_back(conn.proxy.get());
+  if (!proxied.empty() && !proxyDrain(proxied, bootstrapTimeout(), &comm->abortFlag))
+    WARN("rank %d: closing connections with data not yet delivered to their peers (aborted, or not delivered "
+         "within %d s)", comm->rank, bootstrapTimeout());
   for (Connection& conn : comm->channels.connections) {
+    if (conn.proxy) {
+      proxyRemove(conn.proxy.get());
+      conn.proxy.reset();
+      comm->proxyConnections--;
+    }
     if (!conn.resources) continue;
     const plexusTransport_v1_t* api = conn.transport->api;
     (conn.isSend ? api->sendFree : api->recvFree)(conn.resources);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nccl.h>
+#include <plexus/transport_v1.h>
 
 #include <vector>
 
@@ -22,5 +23,8 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
 // Connects what the given point-to-point tasks need and is not connected yet (channel 0).
 ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectRequest>& wanted);
 void transportFreeAll(ncclComm* comm);
+// Per-communicator transport state (transport_v1's commInit / commFinalize), around every connection.
+ncclResult_t transportCommInit(ncclComm* comm, const plexusTransportComm_v1_t& info);
+void transportCommFinalize(ncclComm* comm);
 
 }  // namespace plexus

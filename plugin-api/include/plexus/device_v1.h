@@ -76,6 +76,12 @@ typedef struct plexusPtrExchange_v1 {
   uint64_t serial; /* and the allocation's serial number in that process (fds are reused) */
 } plexusPtrExchange_v1_t;
 
+/* plexusConnInfo_v1_t.flags. LL_IN_SLOTS: the connection's LL lines travel in its Simple slots, whole
+ * slots at a time (a proxy moves them over a network): step s's lines are at
+ * buffs[PLEXUS_PROTO_SIMPLE] + (s % PLEXUS_STEPS) * stepSize, the sender records their bytes in
+ * connFifo and publishes tail, and a receiver reads them once *tail > s. */
+#define PLEXUS_CONN_LL_IN_SLOTS 0x1
+
 /* One direction of one connection, as its kernel sees it. For a send connector buffs/tail/connFifo
  * are the receiver's and head is local; for a recv connector the reverse. */
 typedef struct plexusConnInfo_v1 {
@@ -92,6 +98,10 @@ typedef struct plexusConnInfo_v1 {
   plexusConnFifo_v1_t* connFifo;
   uint64_t step;      /* steps completed on this connection; kept across operations */
   uint64_t headCache; /* send side: the last *head seen, so credit is read from the peer only when it runs out */
+  /* Receive side of a proxy-driven connection (NULL elsewhere): the kernel raises it to the number of
+   * steps it is about to consume, and the proxy posts receives for those steps alone, never for data
+   * that will not come (a receive left posted would fail when the peer closes). */
+  volatile uint64_t* recvWanted;
 } plexusConnInfo_v1_t;
 
 typedef struct plexusDevConnector_v1 {
@@ -193,8 +203,8 @@ static_assert(sizeof(plexusConnFifo_v1_t) == 24, "plexusConnFifo_v1_t layout");
 static_assert(sizeof(plexusPtrExchange_v1_t) == 64, "plexusPtrExchange_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, tail) == 48, "plexusConnInfo_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, connFifo) == 96, "plexusConnInfo_v1_t layout");
-static_assert(sizeof(plexusConnInfo_v1_t) == 120, "plexusConnInfo_v1_t layout");
-static_assert(sizeof(plexusDevConnector_v1_t) == 128, "plexusDevConnector_v1_t layout");
+static_assert(sizeof(plexusConnInfo_v1_t) == 128, "plexusConnInfo_v1_t layout");
+static_assert(sizeof(plexusDevConnector_v1_t) == 136, "plexusDevConnector_v1_t layout");
 static_assert(sizeof(plexusDevRing_v1_t) == 24, "plexusDevRing_v1_t layout");
 static_assert(sizeof(plexusDevTree_v1_t) == 32, "plexusDevTree_v1_t layout");
 static_assert(sizeof(plexusDevChannel_v1_t) == 88, "plexusDevChannel_v1_t layout");

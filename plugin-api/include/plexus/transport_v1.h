@@ -8,9 +8,14 @@
  *      an opaque plexusConnectInfo_v1_t;
  *   2. the core carries each side's info to the other side (bootstrap);
  *   3. each side calls its connect with the peer's info, filling the plexusConnInfo_v1_t its
- *      kernels use (buffers, head, tail, connFifo: see device_v1.h);
+ *      kernels use (buffers, head, tail, connFifo: see device_v1.h). A connect that must wait for the
+ *      peer (a net plugin's non-blocking connect/accept) returns ncclInProgress and is called again;
+ *      the core polls every connection of a round in turn, so the two sides never wait on each other;
  *   4. after every connection of a round is connected on both sides, connected() is called, e.g.
  *      to remove names that let the memory be found.
+ * A transport whose data is moved by a proxy (the net transport) gives proxyProgress: the core's one
+ * proxy thread per process calls it for every connection of that transport while operations run and
+ * until the connection reports nothing left to finish.
  * Exported as the symbol PLEXUS_TRANSPORT_PLUGIN_SYMBOL. C99.
  */
 #ifndef PLEXUS_TRANSPORT_V1_H_
@@ -36,11 +41,25 @@ typedef struct plexusPeerInfo_v1 {
   uint64_t hostHash; /* equal for ranks of one node (NCCL_HOSTID overrides) */
   uint64_t pidHash;  /* equal for ranks of one process */
   uint64_t shmDev;   /* device number of /dev/shm: equal where shared memory is shared */
+  uint64_t machineHash; /* equal for ranks of one machine, whatever NCCL_HOSTID says (they share its cores) */
 } plexusPeerInfo_v1_t;
 
 typedef struct plexusConnectInfo_v1 {
   char data[PLEXUS_CONNECT_INFO_BYTES];
 } plexusConnectInfo_v1_t;
+
+/* What a transport is told of a communicator (commInit). */
+typedef struct plexusTransportComm_v1 {
+  uint64_t commHash;
+  int rank;
+  int nRanks;
+  int localRank;
+  int nLocalRanks;
+  const char* netName;   /* NCCL_NET / ncclConfig_t.netName: the net plugin wanted by name; NULL: any */
+  int trafficClass;      /* ncclConfig_t.trafficClass, or -1 */
+  int pad0;
+  const char* netPlugin; /* NCCL_NET_PLUGIN, or the configuration's plugins.net; NULL: the default */
+} plexusTransportComm_v1_t;
 
 typedef struct plexusTransportSetup_v1 {
   const plexusPeerInfo_v1_t* self;
@@ -49,6 +68,7 @@ typedef struct plexusTransportSetup_v1 {
   int connIndex;
   int buffSizes[PLEXUS_NUM_PROTOCOLS]; /* bytes per protocol; 0: protocol unused */
   int pad0;
+  void* commCtx; /* what commInit made for this communicator; NULL without commInit */
 } plexusTransportSetup_v1_t;
 
 typedef struct plexusTransport_v1 {
@@ -68,17 +88,25 @@ typedef struct plexusTransport_v1 {
   ncclResult_t (*connected)(void* resources); /* optional */
   ncclResult_t (*sendFree)(void* resources);
   ncclResult_t (*recvFree)(void* resources);
-  /* Optional: proxy-driven transports move data here; *idle = 1 when nothing was pending. */
-  ncclResult_t (*proxyProgress)(void* resources, int* idle);
+  /* Optional: a proxy-driven transport moves one connection's data here. *idle = 1 when it moved
+   * nothing and has nothing it must finish on its own (data a kernel handed over and the network has
+   * not taken yet); 0 otherwise. An error ends the connection: error (errorLen bytes) says why, naming
+   * the peer and what failed, and the communicator's operations fail with it. */
+  ncclResult_t (*proxyProgress)(void* resources, int* idle, char* error, int errorLen);
   ncclResult_t (*finalize)(void* ctx);
+  /* Optional: per-communicator state (*commCtx reaches every setup of that communicator), made at
+   * init and ended after its last connection is freed. */
+  ncclResult_t (*commInit)(void* ctx, const plexusTransportComm_v1_t* comm, void** commCtx);
+  ncclResult_t (*commFinalize)(void* commCtx);
 } plexusTransport_v1_t;
 
 #ifdef __cplusplus
 } /* extern "C" */
-static_assert(sizeof(plexusPeerInfo_v1_t) == 40, "plexusPeerInfo_v1_t layout");
+static_assert(sizeof(plexusPeerInfo_v1_t) == 48, "plexusPeerInfo_v1_t layout");
 static_assert(sizeof(plexusConnectInfo_v1_t) == 256, "plexusConnectInfo_v1_t layout");
-static_assert(sizeof(plexusTransportSetup_v1_t) == 40, "plexusTransportSetup_v1_t layout");
-static_assert(sizeof(plexusTransport_v1_t) == 104, "plexusTransport_v1_t layout");
+static_assert(sizeof(plexusTransportComm_v1_t) == 48, "plexusTransportComm_v1_t layout");
+static_assert(sizeof(plexusTransportSetup_v1_t) == 48, "plexusTransportSetup_v1_t layout");
+static_assert(sizeof(plexusTransport_v1_t) == 120, "plexusTransport_v1_t layout");
 #endif
 
 #endif /* PLEXUS_TRANSPORT_V1_H_ */

@@ -59,6 +59,11 @@ PLEXUS_HD bool waitAtLeast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t
   return waitUntil(comm, ch, peer, isSend, [&]() { return loadAcquire(p) >= target; });
 }
 
+/* Tells a proxy-driven receive connector that steps up to (not including) `end` will be consumed. */
+PLEXUS_HD void wantRecv(plexusConnInfo_v1_t* c, uint64_t end) {
+  if (c->recvWanted && *c->recvWanted < end) storeRelease(c->recvWanted, end);
+}
+
 /* The connectors one primitives instance talks through, with the step counts it advances; the counts
  * are loaded from the connectors at construction and stored back by thread 0 at the end. */
 struct PeerConns {
@@ -90,6 +95,11 @@ struct PeerConns {
       send[i]->step = sendStep[i];
       send[i]->headCache = sendHead[i];
     }
+  }
+  /* Thread 0 announces the steps a call of `slices` slices will receive on each recv connector. */
+  PLEXUS_HD void announce(size_t slices) {
+    for (int i = 0; i < nrecv; i++)
+      wantRecv(recv[i], recvStep[i] + (slices < PLEXUS_STEPS ? slices : PLEXUS_STEPS));
   }
   /* Thread 0 waits until every send connector has a free slot for the next step. The peer's head is
    * read only when the credit last seen is used up (NCCL's sendConnHeadCache): reading it every step
@@ -176,6 +186,7 @@ class Primitives : public PrimitiveOps<Primitives<T, F>> {
   PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp, int selfPos = -1) {
     for (size_t done = 0; done < nelem && ok(); done += sliceElems_) {
       size_t n = nelem - done < sliceElems_ ? nelem - done : sliceElems_;
+      if (Recv && tid_ == 0) p_.announce((nelem - done + sliceElems_ - 1) / sliceElems_);
       if (tid_ == 0) waitPeers<Recv, Send>();
       barrier();
       if (!ok()) return;

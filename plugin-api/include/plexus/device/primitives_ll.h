@@ -50,6 +50,8 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
 
  private:
   static PLEXUS_HD volatile plexusLLFifoLine_v1_t* lines(plexusConnInfo_v1_t* c, uint64_t step) {
+    if (c->flags & PLEXUS_CONN_LL_IN_SLOTS)
+      return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize);
     return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_LL]) + (size_t)(step % PLEXUS_STEPS) * PLEXUS_LL_SLOT_LINES;
   }
 
@@ -63,6 +65,7 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
       const size_t nlines = (n * sizeof(T) + 7) / 8;
       const size_t l0 = nlines * tid_ / nthreads_, l1 = nlines * (tid_ + 1) / nthreads_;
       const size_t e0 = l0 * perLine, e1 = l1 * perLine < n ? l1 * perLine : n;
+      if (Recv && tid_ == 0) p_.announce((nelem - done + sliceElems - 1) / sliceElems);
       if (Send && tid_ == 0) p_.waitSendCredit(comm_, ch_);
       barrier();
       if (!ok()) return;
@@ -90,8 +93,11 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
         }
       if (Send)
         for (int i = 0; i < p_.nsend; i++) {
+          plexusConnInfo_v1_t* c = p_.send[i];
+          if (tid_ == 0 && (c->flags & PLEXUS_CONN_LL_IN_SLOTS))
+            c->connFifo[p_.sendStep[i] % PLEXUS_STEPS].size = (int64_t)(nlines * sizeof(plexusLLFifoLine_v1_t));
           ++p_.sendStep[i];
-          if (tid_ == 0) storeRelease(p_.send[i]->tail, p_.sendStep[i]);
+          if (tid_ == 0) storeRelease(c->tail, p_.sendStep[i]);
         }
     }
   }
@@ -100,6 +106,10 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
     volatile plexusLLFifoLine_v1_t* l = lines(p_.recv[i], p_.recvStep[i]);
     const uint32_t flag = (uint32_t)(p_.recvStep[i] + 1);
     if (l1 == l0) return true;
+    /* Lines that a proxy delivers in whole slots are complete once tail says so. */
+    if ((p_.recv[i]->flags & PLEXUS_CONN_LL_IN_SLOTS) &&
+        !waitAtLeast(comm_, ch_, p_.recv[i]->tail, p_.recvStep[i] + 1, p_.recvPeer[i], 0))
+      return false;
     uint64_t w0, w1;
     /* Wait on the last line first: polling lines the sender is still writing would bounce each cache
      * line between the two cores. The sender writes in order, so on the host the earlier lines are

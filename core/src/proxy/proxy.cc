@@ -1,0 +1,131 @@
+#include "proxy/proxy.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "misc/debug.h"
+
+namespace plexus {
+
+namespace {
+
+class Proxy {
+ public:
+  static Proxy& get() {
+    static Proxy* p = new Proxy();  // never destroyed: connections may be freed during exit
+    return *p;
+  }
+
+  void add(ProxyConnection* c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.push_back(c);
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { loop(); }).detach();  // lives as long as the process
+    }
+  }
+  void remove(ProxyConnection* c) {
+    std::lock_guard<std::mutex> lock(mu_);  // the loop holds it while it progresses
+    conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+  }
+  void activate() {
+    if (active_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_one();
+    }
+  }
+  void deactivate() { active_.fetch_sub(1, std::memory_order_acq_rel); }
+  uint64_t passes() const { return passes_.load(std::memory_order_acquire); }
+
+ private:
+  // One pass over every connection; true when any had something to do.
+  bool pass() {
+    passes_.fetch_add(1, std::memory_order_acq_rel);
+    bool busy = false;
+    for (ProxyConnection* c : conns_) {
+      if (c->failed) continue;
+      int idle = 1;
+      char why[512] = "";
+      ncclResult_t r = c->api->proxyProgress(c->resources, &idle, why, (int)sizeof why);
+      c->settled.store(idle != 0, std::memory_order_release);
+      if (r != ncclSuccess) {
+        c->failed = true;
+        if (c->onError) c->onError(c->owner, *c, r, why);
+        if (c->abortFlag) __atomic_store_n(c->abortFlag, 1, __ATOMIC_RELEASE);
+        continue;
+      }
+      busy |= !idle;
+    }
+    return busy;
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    uint32_t idlePasses = 0;
+    for (;;) {
+      const bool busy = pass();
+      idlePasses = busy ? 0 : idlePasses + 1;
+      if (active_.load(std::memory_order_acquire) == 0 && idlePasses > kIdlePassesBeforeSleep) {
+        // Nothing runs and nothing is left to finish: sleep until the next launch (a bounded wait, so
+        // that a connection added without a launch is still looked at now and then).
+        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return active_.load() > 0; });
+        idlePasses = 0;
+        continue;
+      }
+      if (idlePasses > kSpinPasses) {
+        // Waiting on the network or on a kernel: give the core to whoever needs it.
+        lock.unlock();
+        sched_yield();
+        lock.lock();
+      } else if (idlePasses > 0 && (idlePasses & 15) == 0) {
+        lock.unlock();  // let proxyAdd/proxyRemove in
+        lock.lock();
+      }
+    }
+  }
+
+  static constexpr uint32_t kSpinPasses = 64;
+  static constexpr uint32_t kIdlePassesBeforeSleep = 4096;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ProxyConnection*> conns_;
+  std::atomic<int> active_{0};
+  std::atomic<uint64_t> passes_{0};
+  bool started_ = false;
+};
+
+}  // namespace
+
+void proxyAdd(ProxyConnection* conn) { Proxy::get().add(conn); }
+
+bool proxyDrain(const std::vector<ProxyConnection*>& conns, double seconds, volatile uint32_t* abortFlag) {
+  Proxy& p = Proxy::get();
+  ProxyActivity running(true);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  // Only a pass that began after this call saw the kernels' last steps.
+  const uint64_t first = p.passes() + 1;
+  for (;;) {
+    bool settled = p.passes() > first;
+    for (const ProxyConnection* c : conns) settled &= c->failed || c->settled.load(std::memory_order_acquire);
+    if (settled) return true;
+    if ((abortFlag && *abortFlag) || std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+void proxyRemove(ProxyConnection* conn) { Proxy::get().remove(conn); }
+
+ProxyActivity::ProxyActivity(bool needed) : held_(needed) {
+  if (held_) Proxy::get().activate();
+}
+ProxyActivity::~ProxyActivity() {
+  if (held_) Proxy::get().deactivate();
+}
+
+}  // namespace plexus

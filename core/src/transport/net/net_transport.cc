@@ -1,0 +1,432 @@
+#include "transport/net/net_transport.h"
+
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "misc/check.h"
+#include "misc/debug.h"
+#include "misc/env.h"
+#include "nccl.h"
+#include "plugin/net.h"
+
+namespace plexus {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What one communicator uses: the net plugin chosen for it (at its first net connection: a job within
+// one node never needs one) and that plugin's context.
+struct NetComm {
+  plexusTransportComm_v1_t info{};
+  std::string netName, netPlugin;
+  std::mutex mu;
+  bool chosen = false;
+  ncclResult_t chooseResult = ncclSuccess;
+  const NetPlugin* plugin = nullptr;
+  void* ctx = nullptr;
+  std::vector<ncclNetProperties_v12_t> props;  // per device
+};
+
+// Control words of one side, in its own memory: the kernel and the proxy share them.
+struct alignas(128) Ctrl {
+  volatile uint64_t tail;
+  char pad0[120];
+  volatile uint64_t head;
+  char pad1[120];
+  volatile uint64_t wanted;  // receiver: steps the kernel is about to consume (recvWanted)
+  char pad2[120];
+  plexusConnFifo_v1_t connFifo[PLEXUS_STEPS];
+};
+
+// What the receiver tells the sender.
+struct RecvInfo {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  int dev;
+  int stepSize;
+};
+static_assert(sizeof(RecvInfo) <= PLEXUS_CONNECT_INFO_BYTES, "connect info");
+
+struct NetConn {
+  NetComm* net = nullptr;
+  bool isSend = false;
+  int self = -1, peer = -1, channel = -1, dev = 0;
+  int stepSize = 0;
+  size_t buffBytes = 0;
+  char* buff = nullptr;  // PLEXUS_STEPS slots of stepSize bytes
+  Ctrl* ctrl = nullptr;
+  void* mhandle = nullptr;
+  void* listenComm = nullptr;
+  void* comm = nullptr;  // sendComm or recvComm
+  RecvInfo peerInfo{};    // sender: the receiver's handle, one buffer for every connect call (as NCCL's)
+  bool connecting = false;
+  // Steps, counted from the connection's start: posted to the plugin, completed by it (sender: sent;
+  // receiver: received and exposed through tail), and released (receiver: consumed by the kernel).
+  uint64_t posted = 0, completed = 0, released = 0;
+  void* requests[PLEXUS_STEPS] = {};
+  Clock::time_point oldestSince{};  // when the oldest incomplete request was posted
+
+  const NetPlugin& plugin() const { return *net->plugin; }
+  std::string where() const {
+    const char* devName = net->props.size() > (size_t)dev && net->props[dev].name ? net->props[dev].name : "?";
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s device %d (%s), %s rank %d on channel %d", plugin().label.c_str(), dev, devName,
+             isSend ? "sending to" : "receiving from", peer, channel);
+    return buf;
+  }
+};
+
+ncclResult_t fail(const NetConn& c, ncclResult_t r, const char* what) {
+  WARN("net transport: rank %d: %s failed with %s (%s)", c.self, what, ncclGetErrorString(r), c.where().c_str());
+  return r == ncclInProgress ? ncclInternalError : r;
+}
+
+// Chooses the communicator's net plugin once.
+ncclResult_t chooseNet(NetComm* n) {
+  std::lock_guard<std::mutex> lock(n->mu);
+  if (n->chosen) return n->chooseResult;
+  n->chosen = true;
+  ncclNetCommConfig_v12_t config{n->info.trafficClass};
+  std::string report;
+  n->chooseResult =
+      netPluginChoose(n->netPlugin, n->netName, n->info.commHash, config, debugLog, &n->plugin, &n->ctx, &report);
+  if (n->chooseResult != ncclSuccess) return n->chooseResult;
+  int ndev = 0;
+  n->plugin->api->devices(&ndev);
+  n->props.resize(ndev);
+  std::string devs;
+  for (int d = 0; d < ndev; d++) {
+    if (n->plugin->api->getProperties(d, &n->props[d]) != ncclSuccess) {
+      WARN("net transport: %s: getProperties(%d) failed; the device is not used", n->plugin->label.c_str(), d);
+      n->props[d] = ncclNetProperties_v12_t{};
+      continue;
+    }
+    const ncclNetProperties_v12_t& p = n->props[d];
+    char one[256];
+    snprintf(one, sizeof one, "%s%d:%s (%d Mbps, maxRecvs %d)", devs.empty() ? "" : ", ", d, p.name ? p.name : "?",
+             p.speed, p.maxRecvs);
+    devs += one;
+    if (!(p.ptrSupport & NCCL_PTR_HOST)) {
+      n->chooseResult = ncclSystemError;
+      WARN("net transport: %s: device %d cannot send from host memory (ptrSupport 0x%x); the host backend needs "
+           "NCCL_PTR_HOST. Choose another plugin (NCCL_NET_PLUGIN / NCCL_NET)", n->plugin->label.c_str(), d,
+           p.ptrSupport);
+      return n->chooseResult;
+    }
+  }
+  INFO(NCCL_INIT | NCCL_NET, "rank %d: %s; devices %s", n->info.rank, report.c_str(), devs.c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t netInit(void** ctx, ncclDebugLogger_t) {
+  *ctx = nullptr;
+  return ncclSuccess;
+}
+
+// Every pair can fall back to the network; the core asks the transports in order, so ranks of one
+// node use p2p-nvlink first.
+ncclResult_t netCanConnect(void*, const plexusPeerInfo_v1_t*, const plexusPeerInfo_v1_t*, int* ret) {
+  *ret = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t netCommInit(void*, const plexusTransportComm_v1_t* info, void** commCtx) {
+  auto* n = new (std::nothrow) NetComm();
+  if (!n) return ncclSystemError;
+  n->info = *info;
+  if (info->netName) n->netName = info->netName;
+  if (info->netPlugin) n->netPlugin = info->netPlugin;
+  n->info.netName = n->netName.c_str();
+  n->info.netPlugin = n->netPlugin.c_str();
+  *commCtx = n;
+  return ncclSuccess;
+}
+
+ncclResult_t netCommFinalize(void* commCtx) {
+  auto* n = (NetComm*)commCtx;
+  if (n->plugin && n->ctx) n->plugin->api->finalize(n->ctx);
+  delete n;
+  return ncclSuccess;
+}
+
+// Buffer and control words of one side.
+ncclResult_t allocate(NetConn* c, const plexusTransportSetup_v1_t* setup) {
+  c->net = (NetComm*)setup->commCtx;
+  if (!c->net) return ncclInternalError;
+  NCCLCHECK(chooseNet(c->net));
+  c->self = setup->self->rank;
+  c->peer = setup->peer->rank;
+  c->channel = setup->channelId;
+  const int ndev = (int)c->net->props.size();
+  c->dev = (c->net->info.localRank + setup->channelId) % ndev;
+  c->stepSize = setup->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
+  c->buffBytes = (size_t)c->stepSize * PLEXUS_STEPS;
+  void* mem = mmap(nullptr, c->buffBytes + sizeof(Ctrl), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    WARN("net transport: rank %d: cannot allocate %zu bytes for the connection with rank %d: %s", c->self,
+         c->buffBytes, c->peer, strerror(errno));
+    return ncclSystemError;
+  }
+  c->buff = (char*)mem;
+  c->ctrl = new (c->buff + c->buffBytes) Ctrl{};
+  for (auto& f : c->ctrl->connFifo) f.size = PLEXUS_CONNFIFO_FREE;
+  return ncclSuccess;
+}
+
+void release(NetConn* c) {
+  if (c->net && c->net->plugin) {
+    NetApi* a = c->net->plugin->api.get();
+    if (c->mhandle) a->deregMr(c->comm, c->mhandle);
+    if (c->comm) (c->isSend ? a->closeSend(c->comm) : a->closeRecv(c->comm));
+    if (c->listenComm) a->closeListen(c->listenComm);
+  }
+  if (c->buff) munmap(c->buff, c->buffBytes + sizeof(Ctrl));
+  delete c;
+}
+
+ncclResult_t netRecvSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info,
+                          void** resources) {
+  auto* c = new (std::nothrow) NetConn();
+  if (!c) return ncclSystemError;
+  c->isSend = false;
+  ncclResult_t r = allocate(c, setup);
+  RecvInfo ri{};
+  if (r == ncclSuccess) {
+    r = c->plugin().api->listen(c->net->ctx, c->dev, ri.handle, &c->listenComm);
+    if (r == ncclSuccess && !c->listenComm) r = ncclInternalError;  // the ABI promises a listenComm
+    if (r != ncclSuccess) r = fail(*c, r, "listen");
+  }
+  if (r != ncclSuccess) {
+    release(c);
+    return r;
+  }
+  ri.dev = c->dev;
+  ri.stepSize = c->stepSize;
+  memset(info, 0, sizeof(*info));
+  memcpy(info->data, &ri, sizeof(ri));
+  *resources = c;
+  return ncclSuccess;
+}
+
+ncclResult_t netSendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info,
+                          void** resources) {
+  auto* c = new (std::nothrow) NetConn();
+  if (!c) return ncclSystemError;
+  c->isSend = true;
+  ncclResult_t r = allocate(c, setup);
+  if (r != ncclSuccess) {
+    release(c);
+    return r;
+  }
+  memset(info, 0, sizeof(*info));
+  *resources = c;
+  return ncclSuccess;
+}
+
+// The connector its kernel sees: the local slots and control words.
+void fillConn(const NetConn* c, plexusConnInfo_v1_t* conn) {
+  memset(conn, 0, sizeof(*conn));
+  conn->buffs[PLEXUS_PROTO_SIMPLE] = c->buff;
+  conn->buffs[PLEXUS_PROTO_LL] = c->buff;  // LL lines travel in the Simple slots
+  conn->mhandles[PLEXUS_PROTO_SIMPLE] = c->mhandle;
+  conn->tail = &c->ctrl->tail;
+  conn->head = &c->ctrl->head;
+  conn->connFifo = c->ctrl->connFifo;
+  conn->stepSize = c->stepSize;
+  conn->flags = PLEXUS_CONN_LL_IN_SLOTS;
+  if (!c->isSend) conn->recvWanted = &c->ctrl->wanted;
+}
+
+ncclResult_t registerBuffer(NetConn* c) {
+  ncclResult_t r = c->plugin().api->regMr(c->comm, c->buff, c->buffBytes, NCCL_PTR_HOST, &c->mhandle);
+  return r == ncclSuccess ? r : fail(*c, r, "regMr of the connection's host buffer");
+}
+
+ncclResult_t netSendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn) {
+  auto* c = (NetConn*)resources;
+  if (!c->comm) {
+    RecvInfo& ri = c->peerInfo;
+    if (!c->connecting) {  // the first call: later calls pass the same handle, which plugins may keep state in
+      memcpy(&ri, peerInfo->data, sizeof(ri));
+      c->connecting = true;
+    }
+    if (ri.stepSize != c->stepSize) {
+      WARN("net transport: rank %d: rank %d's receive slots are %d bytes, this rank's %d: every rank must use the "
+           "same NCCL_BUFFSIZE", c->self, c->peer, ri.stepSize, c->stepSize);
+      return ncclInvalidUsage;
+    }
+    ncclResult_t r = c->plugin().api->connect(c->net->ctx, c->dev, ri.handle, &c->comm);
+    if (r != ncclSuccess) return fail(*c, r, "connect");
+    if (!c->comm) return ncclInProgress;
+    NCCLCHECK(registerBuffer(c));
+  }
+  fillConn(c, conn);
+  return ncclSuccess;
+}
+
+ncclResult_t netRecvConnect(void* resources, const plexusConnectInfo_v1_t*, plexusConnInfo_v1_t* conn) {
+  auto* c = (NetConn*)resources;
+  if (!c->comm) {
+    ncclResult_t r = c->plugin().api->accept(c->listenComm, &c->comm);
+    if (r != ncclSuccess) return fail(*c, r, "accept");
+    if (!c->comm) return ncclInProgress;
+    c->plugin().api->closeListen(c->listenComm);
+    c->listenComm = nullptr;
+    NCCLCHECK(registerBuffer(c));
+  }
+  fillConn(c, conn);
+  return ncclSuccess;
+}
+
+ncclResult_t netFree(void* resources) {
+  release((NetConn*)resources);
+  return ncclSuccess;
+}
+
+// Seconds a request may stay incomplete while its step is wanted (PLEXUS_NET_TIMEOUT); 0: forever.
+double requestTimeout() {
+  static const double s = (double)envInt("NET_TIMEOUT", 0);
+  return s;
+}
+
+ncclResult_t stalled(const NetConn& c, char* error, int errorLen) {
+  snprintf(error, errorLen, "%s: a %s has not completed after %.0f s (PLEXUS_NET_TIMEOUT); the peer or the plugin "
+           "is stuck", c.where().c_str(), c.isSend ? "send" : "receive", requestTimeout());
+  WARN("net transport: rank %d: %s", c.self, error);
+  return ncclSystemError;
+}
+
+ncclResult_t failed(const NetConn& c, ncclResult_t r, const char* what, char* error, int errorLen) {
+  snprintf(error, errorLen, "%s: %s failed with %s", c.where().c_str(), what, ncclGetErrorString(r));
+  WARN("net transport: rank %d: %s", c.self, error);
+  return r == ncclRemoteError ? r : ncclSystemError;
+}
+
+// nccl-abi.md §5.3: post what the kernel published, test, free the slot and return credit.
+ncclResult_t sendProgress(NetConn* c, int* idle, char* error, int errorLen) {
+  NetApi& api = *c->plugin().api;
+  const uint64_t tail = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+  bool moved = false;
+  while (c->posted < tail) {
+    const int slot = (int)(c->posted % PLEXUS_STEPS);
+    const int64_t size = c->ctrl->connFifo[slot].size;
+    if (size < 0 || size > c->stepSize)
+      return failed(*c, ncclInternalError, "a kernel step of a bad size", error, errorLen);
+    void* req = nullptr;
+    ncclResult_t r = api.isend(c->comm, c->buff + (size_t)slot * c->stepSize, (size_t)size, c->self, c->mhandle, &req);
+    if (r != ncclSuccess) return failed(*c, r, "isend", error, errorLen);
+    if (!req) break;  // the plugin is full: try again later
+    if (c->posted == c->completed) c->oldestSince = Clock::now();
+    c->requests[slot] = req;
+    c->posted++;
+    moved = true;
+  }
+  while (c->completed < c->posted) {
+    const int slot = (int)(c->completed % PLEXUS_STEPS);
+    int done = 0, size = 0;
+    ncclResult_t r = api.test(c->requests[slot], &done, &size);
+    if (r != ncclSuccess) return failed(*c, r, "a send (test)", error, errorLen);
+    if (!done) break;
+    c->requests[slot] = nullptr;
+    c->ctrl->connFifo[slot].size = PLEXUS_CONNFIFO_FREE;
+    c->completed++;
+    c->oldestSince = Clock::now();
+    __atomic_store_n(&c->ctrl->head, c->completed, __ATOMIC_RELEASE);  // credit back to the kernel
+    moved = true;
+  }
+  if (c->completed < c->posted && requestTimeout() > 0 &&
+      std::chrono::duration<double>(Clock::now() - c->oldestSince).count() > requestTimeout())
+    return stalled(*c, error, errorLen);
+  // Steps handed over and not yet completed must finish whether or not a kernel runs.
+  *idle = !moved && c->completed == tail;
+  return ncclSuccess;
+}
+
+// nccl-abi.md §5.4: post a receive in each slot the kernel has released, for the steps it has said it
+// will consume; test them in order, expose each through tail, and tell the plugin when the kernel has
+// consumed it.
+ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
+  NetApi& api = *c->plugin().api;
+  const uint64_t head = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+  bool moved = false;
+  // Slots the kernel has consumed go back to the plugin first: only then may a slot take a new receive.
+  for (; c->released < head && c->released < c->completed; c->released++) {
+    const int slot = (int)(c->released % PLEXUS_STEPS);
+    if (api.hasIrecvConsumed()) {
+      ncclResult_t r = api.irecvConsumed(c->comm, 1, c->requests[slot]);
+      if (r != ncclSuccess) return failed(*c, r, "irecvConsumed", error, errorLen);
+    }
+    c->requests[slot] = nullptr;
+    moved = true;
+  }
+  // Only steps the kernel will consume: a receive posted for data that never comes would fail when
+  // the peer closes its side.
+  const uint64_t wanted = __atomic_load_n(&c->ctrl->wanted, __ATOMIC_ACQUIRE);
+  while (c->posted < wanted && c->posted < c->released + PLEXUS_STEPS) {
+    const int slot = (int)(c->posted % PLEXUS_STEPS);
+    void* data = c->buff + (size_t)slot * c->stepSize;
+    size_t size = (size_t)c->stepSize;
+    int tag = c->peer;
+    void* req = nullptr;
+    ncclResult_t r = api.irecv(c->comm, 1, &data, &size, &tag, &c->mhandle, &req);
+    if (r != ncclSuccess) return failed(*c, r, "irecv", error, errorLen);
+    if (!req) break;
+    c->requests[slot] = req;
+    c->posted++;
+    moved = true;
+  }
+  while (c->completed < c->posted) {
+    const int slot = (int)(c->completed % PLEXUS_STEPS);
+    int done = 0, size = 0;
+    ncclResult_t r = api.test(c->requests[slot], &done, &size);
+    if (r != ncclSuccess) return failed(*c, r, "a receive (test)", error, errorLen);
+    if (!done) break;
+    if (size < 0 || size > c->stepSize)
+      return failed(*c, ncclInternalError, "a receive reporting a bad size", error, errorLen);
+    c->completed++;
+    __atomic_store_n(&c->ctrl->tail, c->completed, __ATOMIC_RELEASE);  // the kernel may read the slot
+    moved = true;
+  }
+  // Posted receives wait for the peer; a kernel that wants one keeps the proxy running (a launch).
+  *idle = !moved;
+  return ncclSuccess;
+}
+
+ncclResult_t netProxyProgress(void* resources, int* idle, char* error, int errorLen) {
+  auto* c = (NetConn*)resources;
+  *idle = 1;
+  if (!c->comm) return ncclSuccess;
+  return c->isSend ? sendProgress(c, idle, error, errorLen) : recvProgress(c, idle, error, errorLen);
+}
+
+ncclResult_t netFinalize(void*) { return ncclSuccess; }
+
+}  // namespace
+
+const plexusTransport_v1_t netTransport = {
+    PLEXUS_TRANSPORT_ABI_VERSION,
+    sizeof(plexusTransport_v1_t),
+    "net",
+    netInit,
+    netCanConnect,
+    netSendSetup,
+    netRecvSetup,
+    netSendConnect,
+    netRecvConnect,
+    nullptr, /* connected */
+    netFree,
+    netFree,
+    netProxyProgress,
+    netFinalize,
+    netCommInit,
+    netCommFinalize,
+};
+
+}  // namespace plexus

@@ -1,0 +1,102 @@
+// Ranks on different "nodes" (PLEXUS_HOSTID per node, processes of this machine): every collective
+// and point-to-point between nodes goes through the net transport and the proxy, over the built-in
+// socket net and over each net plugin (net-ucx, net-ofi) when it was built; ranks of one node still
+// use p2p-nvlink among themselves. Every element is checked (the correctness matrix of
+// tests/multirank/matrix.h, a sample of types, operators and size classes).
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "matrix.h"
+
+namespace {
+
+using matrix::Coll;
+
+const matrix::Plan kNetSample{{ncclInt8, ncclFloat32, ncclFloat64},
+                              {matrix::Op::Sum, matrix::Op::Max},
+                              {},  // every size class, the chunk boundaries among them
+                              /*everyRoot=*/false};
+[[maybe_unused]] const bool kRegistered = matrix::registerScenarios("net/", &kNetSample);
+
+// Which net plugin carries the traffic: "socket" (built in) or a plugin file that must exist.
+struct Net {
+  std::string name;        // NCCL_NET_PLUGIN's value
+  std::string pluginFile;  // the file it must find; empty: built in
+  // The transport the plugin's library should use, on loopback only.
+  std::vector<std::pair<const char*, const char*>> env;
+};
+
+bool available(const Net& n) { return n.pluginFile.empty() || access(n.pluginFile.c_str(), R_OK) == 0; }
+
+std::string inPluginDir(const char* file) {
+  const char* dir = getenv("PLEXUS_PLUGIN_PATH");
+  return std::string(dir ? dir : ".") + "/" + file;
+}
+
+std::string testPlugin(const std::string& name) {
+  return std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libnccl-net-" + name + ".so";
+}
+
+long runNet(const Net& n, Coll c, const char* proto, matrix::Launch l) {
+  matrix::ScopedEnv env;
+  env.set("NCCL_NET_PLUGIN", n.pluginFile.empty() ? "none" : n.name.c_str());
+  for (auto& [k, v] : n.env) env.set(k, v);
+  return matrix::runOne(c, kNetSample, "net/", proto, l);
+}
+
+const Net kSocket{"socket", "", {}};
+const Net kUcx{"ucx", inPluginDir("libnccl-net-ucx.so"), {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
+const Net kOfi{"ofi", inPluginDir("libnccl-net-ofi.so"), {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
+
+}  // namespace
+
+TEST_CASE("net: every collective across 2 nodes of 2 ranks over the built-in socket net, Simple and LL") {
+  for (Coll c : matrix::kAllColls)
+    for (const char* proto : {"Simple", "LL"}) {
+      INFO(matrix::collName(c), " proto=", proto);
+      CHECK(runNet(kSocket, c, proto, matrix::Launch{true, 4, 0, nullptr, 2}) == 0);
+    }
+}
+
+TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 3 nodes of 2 ranks, 2 channels") {
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::SendRecv})
+    for (const char* proto : {"Simple", "LL"}) {
+      INFO(matrix::collName(c), " proto=", proto);
+      CHECK(runNet(kSocket, c, proto, matrix::Launch{true, 6, 2, nullptr, 2}) == 0);
+    }
+}
+
+TEST_CASE("net: the tree across nodes (one rank per node and two per node)") {
+  for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce})
+    for (int perNode : {1, 2}) {
+      INFO(matrix::collName(c), " ranks per node=", perNode);
+      CHECK(runNet(kSocket, c, "Simple", matrix::Launch{true, 4, 0, "tree", perNode}) == 0);
+    }
+}
+
+TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 2 and 3 nodes over net-ucx and net-ofi") {
+  for (const Net* n : {&kUcx, &kOfi}) {
+    if (!available(*n)) {
+      MESSAGE("skipped: ", n->pluginFile.c_str(), " was not built (its library's development files are missing)");
+      continue;
+    }
+    for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::SendRecv})
+      for (int nodes : {2, 3}) {
+        INFO(n->name.c_str(), " ", matrix::collName(c), " nodes=", nodes);
+        CHECK(runNet(*n, c, "Simple", matrix::Launch{true, 2 * nodes, 0, nullptr, 2}) == 0);
+      }
+  }
+}
+
+TEST_CASE("net: a communicator runs over a plugin of each old ABI version (v6..v11), through the adapters") {
+  for (int v = 6; v <= 11; v++) {
+    const std::string file = testPlugin("test-v" + std::to_string(v));
+    INFO("NCCL_NET_PLUGIN=", file.c_str());
+    CHECK(runNet(Net{file, file, {}}, Coll::AllReduce, "Simple", matrix::Launch{true, 2, 0, nullptr, 1}) == 0);
+    CHECK(runNet(Net{file, file, {}}, Coll::SendRecv, "LL", matrix::Launch{true, 2, 0, nullptr, 1}) == 0);
+  }
+}

@@ -1,0 +1,115 @@
+// What goes wrong across nodes ends in an error, never a hang: a peer that dies mid-collective (reached
+// over the network), a plugin that never completes a send (PLEXUS_NET_TIMEOUT), a plugin whose isend
+// fails. Each survivor's operation fails within a bound, with a message naming the peer rank, the plugin
+// and its device.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "matrix.h"
+
+namespace {
+
+// Every rank but `victim` runs AllReduces until one fails; the victim exits abruptly after the first.
+// The survivors must see an error that names the victim, within the bound the test gives.
+long survive(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int victim, const char* expect) {
+  std::vector<float> buf(1 << 18, 1.0f);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; i++) {
+    if (rank == victim && i == 1) _exit(0);  // no destroy, no goodbye: as a crashed process
+    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream);
+    if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+    if (r == ncclSuccess) continue;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string e = ncclGetLastError(comm);
+    long bad = 0;
+    if (e.find(expect) == std::string::npos) {
+      fprintf(stderr, "rank %d: the error does not say \"%s\": %s\n", rank, expect, e.c_str());
+      bad++;
+    }
+    if (secs > 30) {
+      fprintf(stderr, "rank %d: the error took %.1f s\n", rank, secs);
+      bad++;
+    }
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (async == ncclSuccess) {
+      fprintf(stderr, "rank %d: ncclCommGetAsyncError reports no error after: %s\n", rank, e.c_str());
+      bad++;
+    }
+    fprintf(stderr, "rank %d: failed as expected after %.2f s: %s\n", rank, secs, e.c_str());
+    ncclCommAbort(comm);  // the harness's destroy then finds it gone: exit here
+    _exit(bad ? 1 : 0);
+  }
+  fprintf(stderr, "rank %d: 1000 AllReduces succeeded; expected a failure\n", rank);
+  return 1;
+}
+
+const harness::Scenario kPeerDies("net-peer-dies", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  return survive(rank, nranks, comm, stream, nranks - 1, ("rank " + std::to_string(nranks - 1)).c_str());
+});
+const harness::Scenario kPluginStuck("net-plugin-stuck", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  return survive(rank, nranks, comm, stream, -1, "net plugin defective");
+});
+
+// A message each way, which the defective plugin's isend fails.
+const harness::Scenario kIsendFails("net-isend-fails", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  int out = rank, in = -1;
+  const int peer = 1 - rank;
+  ncclGroupStart();
+  ncclSend(&out, 1, ncclInt32, peer, comm, stream);
+  ncclRecv(&in, 1, ncclInt32, peer, comm, stream);
+  ncclResult_t r = ncclGroupEnd();
+  if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+  const std::string e = ncclGetLastError(comm);
+  const bool ok = r != ncclSuccess && e.find("isend failed with unhandled system error") != std::string::npos &&
+                  e.find("net plugin defective") != std::string::npos;
+  if (!ok) fprintf(stderr, "rank %d: %d \"%s\"\n", rank, (int)r, e.c_str());
+  ncclCommAbort(comm);
+  _exit(ok ? 0 : 1);
+  return 0L;
+});
+
+struct Env {
+  std::vector<std::string> names;
+  void set(const char* k, const std::string& v) {
+    setenv(k, v.c_str(), 1);
+    names.push_back(k);
+  }
+  ~Env() {
+    for (auto& n : names) unsetenv(n.c_str());
+  }
+};
+
+std::string defective() { return std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libnccl-net-defective.so"; }
+
+}  // namespace
+
+TEST_CASE("net errors: a rank that dies mid-collective fails the others' operations, naming it") {
+  Env env;
+  env.set("NCCL_NET_PLUGIN", "none");
+  env.set("PLEXUS_TIMEOUT", "60");  // a backstop: the test wants the network's own error, far sooner
+  CHECK(harness::runProcesses("net-peer-dies", 2, 120, 1) == 0);
+}
+
+TEST_CASE("net errors: a plugin that never completes a send fails the operation after PLEXUS_NET_TIMEOUT") {
+  Env env;
+  env.set("NCCL_NET_PLUGIN", defective());
+  env.set("NETCHECK_DEFECT", "never-done");
+  env.set("PLEXUS_NET_TIMEOUT", "2");
+  CHECK(harness::runProcesses("net-plugin-stuck", 2, 120, 1) == 0);
+}
+
+TEST_CASE("net errors: a plugin whose isend fails fails the operation, naming plugin, device and peer") {
+  Env env;
+  env.set("NCCL_NET_PLUGIN", defective());
+  env.set("NETCHECK_DEFECT", "send-error");
+  env.set("PLEXUS_TIMEOUT", "60");
+  CHECK(harness::runProcesses("net-isend-fails", 2, 120, 1) == 0);
+}
