@@ -1,0 +1,195 @@
+// The latency and bandwidth table, measured between the two workers over the plugin's device. Each worker
+// listens, passes its handle, then connects to the peer's and accepts in turns, so that neither waits on the
+// other. The sender side times and reports the rows; the receiver side echoes pings and takes the streams.
+// Each size's latency and bandwidth phases are each bounded by --timeout.
+#include <algorithm>
+#include <cstdio>
+
+#include "netcheck.h"
+
+namespace netcheck {
+namespace {
+
+constexpr int kTag = 1;
+constexpr int kWindow = NCCL_NET_MAX_REQUESTS;  // requests in flight in the bandwidth stream
+constexpr size_t kBudget = 128 << 20;           // memory per direction and side: distinct slots up to this
+
+// This worker's two connections: out (its sendComm to the peer) and in (its recvComm from the peer).
+struct Duplex {
+  explicit Duplex(Worker& w) : out(w), in(w) {}
+  Connection out, in;
+};
+
+void connectBoth(Worker& w, Duplex& d) {
+  step("listen");
+  d.in.listen();
+  w.link.put(d.in.handle, sizeof d.in.handle);
+  w.link.get(d.out.handle, sizeof d.out.handle, "listen handle");
+  step("connect and accept, both ways");
+  while (!d.out.sendComm || !d.in.recvComm) {
+    if (!d.out.sendComm) d.out.connectOnce(d.out.handle);
+    if (!d.in.recvComm) d.in.acceptOnce();
+    if (w.expired())
+      fail("no connection both ways within %.1f s (connect %s after %d calls, accept %s after %d)", w.opt.timeout,
+           d.out.sendComm ? "done" : "pending", d.out.connectCalls, d.in.recvComm ? "done" : "pending",
+           d.in.acceptCalls);
+    sched_yield();
+  }
+  d.in.closeListen();
+}
+
+// Messages of the bandwidth stream: enough that small sizes are not all start-up, few for large ones.
+int bandwidthIters(const Options& o, size_t bytes) {
+  long byBytes = (long)((64 << 20) / bytes);
+  return (int)std::max<long>(o.iters, std::min<long>((long)o.iters * 50, byBytes));
+}
+
+// Send and receive memory of one side, registered on its comms. Message i of a size uses slot i % slots.
+struct Buffers {
+  Buffers(Worker& w, Duplex& d, size_t bytes)
+      : send(bytes),
+        recv(bytes),
+        sendReg(w, d.out.sendComm, send.data(), bytes),
+        recvReg(w, d.in.recvComm, recv.data(), bytes) {}
+  int slots(size_t msg) const { return (int)std::clamp<size_t>(send.size() / msg, 1, kWindow); }
+  HostMemory send, recv;
+  Registration sendReg, recvReg;
+};
+
+size_t bufferBytes(const Options& o) { return std::max(o.maxBytes, std::min(kBudget, o.maxBytes * kWindow)); }
+
+void* sendTo(Worker& w, Duplex& d, Buffers& b, size_t offset, size_t bytes, const char* what) {
+  return postSend(w, d.out.sendComm, b.send.data() + offset, bytes, kTag, b.sendReg.handle(), what);
+}
+void* recvFrom(Worker& w, Duplex& d, Buffers& b, size_t offset, size_t bytes, const char* what) {
+  void* p = b.recv.data() + offset;
+  int tag = kTag;
+  void* mh = b.recvReg.handle();
+  return postRecv(w, d.in.recvComm, 1, &p, &bytes, &tag, &mh, what);
+}
+
+// test both until both are done.
+void waitBoth(Worker& w, void* a, void* b, const char* what) {
+  bool aDone = false, bDone = false;
+  while (!aDone || !bDone) {
+    int size = -1;
+    if (!aDone) aDone = testOnce(w, a, &size, what);
+    if (!bDone) bDone = testOnce(w, b, &size, what);
+    if (w.expired()) fail("%s was not done within %.1f s", what, w.opt.timeout);
+  }
+}
+
+void checkSize(int got, size_t bytes, const char* what) {
+  if (got != (int)bytes) fail("%s of %zu B arrived as %d B", what, bytes, got);
+}
+
+}  // namespace
+
+std::vector<size_t> tableSizes(const Options& o) {
+  std::vector<size_t> sizes;
+  for (size_t s = o.minBytes; s <= o.maxBytes; s *= (size_t)o.stepFactor) {
+    sizes.push_back(s);
+    if (s > o.maxBytes / (size_t)o.stepFactor) break;
+  }
+  if (sizes.back() != o.maxBytes) sizes.push_back(o.maxBytes);  // the table spans what was asked for
+  return sizes;
+}
+
+std::string tableSender(Worker& w) {
+  Duplex d(w);
+  connectBoth(w, d);
+  Buffers b(w, d, bufferBytes(w.opt));
+  const auto sizes = tableSizes(w.opt);
+  const size_t maxP2p = w.props.maxP2pBytes;
+  note(
+      "%s, device %d ('%s', %d Mbps), two processes: latency is half a ping-pong round trip; bandwidth one way, up "
+      "to %d requests in flight",
+      w.plugin->label.c_str(), w.opt.device, w.props.name ? w.props.name : "?", w.props.speed, kWindow);
+  row("%12s %14s %16s %14s", "size(B)", "latency(us)", "bandwidth(GB/s)", "iters(lat,bw)");
+  int measured = 0;
+  for (size_t s : sizes) {
+    if (s > maxP2p) {
+      row("%12zu %14s %16s   above maxP2pBytes (%zu): NCCL would split it", s, "-", "-", maxP2p);
+      continue;
+    }
+    // Latency: the pong's receive is posted before the ping goes.
+    w.restartClock();
+    step("latency of %zu B", s);
+    const int total = w.opt.warmup + w.opt.iters;
+    auto t0 = Clock::now();
+    void* pong = recvFrom(w, d, b, 0, s, "a pong");
+    for (int i = 0; i < total; i++) {
+      if (i == w.opt.warmup) t0 = Clock::now();
+      void* ping = sendTo(w, d, b, 0, s, "a ping");
+      waitBoth(w, ping, pong, "a ping-pong");
+      if (i + 1 < total) pong = recvFrom(w, d, b, 0, s, "a pong");
+    }
+    const double latencyUs = secondsSince(t0) / w.opt.iters / 2 * 1e6;
+
+    // Bandwidth: a stream of n messages, up to kWindow in flight, then the receiver's 8-byte ack.
+    w.restartClock();
+    step("bandwidth of %zu B", s);
+    const int n = bandwidthIters(w.opt, s), slots = b.slots(s);
+    void* ack = recvFrom(w, d, b, 0, 8, "the ack");
+    w.link.signal('B');
+    w.link.expect('B', "readiness for the bandwidth stream");
+    t0 = Clock::now();
+    pipeline(
+        w, n, kWindow,
+        [&](int i) {
+          return trySend(w, d.out.sendComm, b.send.data() + (size_t)(i % slots) * s, s, kTag, b.sendReg.handle());
+        },
+        [](int, const int*) {}, "the bandwidth stream");
+    int got = -1;
+    waitDone(w, ack, &got, "the ack of the bandwidth stream");
+    const double gbs = (double)s * n / secondsSince(t0) / 1e9;
+    row("%12zu %14.2f %16.4f %8d,%d", s, latencyUs, gbs, w.opt.iters, n);
+    measured++;
+  }
+  w.link.signal('F');
+  w.link.expect('F', "end of the table");
+  return std::to_string(measured) + " sizes measured";
+}
+
+std::string tableReceiver(Worker& w) {
+  Duplex d(w);
+  connectBoth(w, d);
+  Buffers b(w, d, bufferBytes(w.opt));
+  for (size_t s : tableSizes(w.opt)) {
+    if (s > w.props.maxP2pBytes) continue;
+    w.restartClock();
+    step("echoing pings of %zu B", s);
+    const int total = w.opt.warmup + w.opt.iters;
+    void* ping = recvFrom(w, d, b, 0, s, "a ping");
+    for (int i = 0; i < total; i++) {
+      int got = -1;
+      waitDone(w, ping, &got, "a ping");
+      checkSize(got, s, "a ping");
+      if (i + 1 < total) ping = recvFrom(w, d, b, 0, s, "a ping");
+      waitDone(w, sendTo(w, d, b, 0, s, "a pong"), nullptr, "a pong");
+    }
+
+    w.restartClock();
+    step("receiving the bandwidth stream of %zu B", s);
+    const int n = bandwidthIters(w.opt, s), slots = b.slots(s);
+    w.link.signal('B');
+    w.link.expect('B', "readiness for the bandwidth stream");
+    pipeline(
+        w, n, kWindow,
+        [&](int i) {
+          void* p = b.recv.data() + (size_t)(i % slots) * s;
+          size_t bytes = s;
+          int tag = kTag;
+          void* mh = b.recvReg.handle();
+          return tryRecv(w, d.in.recvComm, 1, &p, &bytes, &tag, &mh);
+        },
+        [&](int, const int* sizes) { checkSize(sizes[0], s, "a message of the bandwidth stream"); },
+        "the bandwidth stream");
+    waitDone(w, sendTo(w, d, b, 0, 8, "the ack"), nullptr, "the ack");
+  }
+  w.link.signal('F');
+  w.link.expect('F', "end of the table");
+  return "";
+}
+
+}  // namespace netcheck
