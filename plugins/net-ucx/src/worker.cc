@@ -1,0 +1,131 @@
+#include "worker.h"
+
+#include <cstdlib>
+#include <map>
+
+#include "devices.h"
+#include "log.h"
+
+namespace plexus::net_ucx {
+
+class UcpContext {
+ public:
+  static ncclResult_t get(int dev, std::shared_ptr<UcpContext>* out);
+  explicit UcpContext(ucp_context_h context) : context_(context) {}
+  ~UcpContext() { ucp_cleanup(context_); }
+  UcpContext(const UcpContext&) = delete;
+  UcpContext& operator=(const UcpContext&) = delete;
+  ucp_context_h get() const { return context_; }
+
+ private:
+  ucp_context_h context_;
+};
+
+ncclResult_t UcpContext::get(int dev, std::shared_ptr<UcpContext>* out) {
+  static auto* mutex = new std::mutex;  // never destroyed: comms may close during exit
+  static auto* live = new std::map<int, std::weak_ptr<UcpContext>>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  if ((*out = (*live)[dev].lock())) return ncclSuccess;
+
+  const Device& d = devices()[dev];
+  const char* tls = getenv("UCX_TLS");
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK) {
+    UCX_WARN("reading the UCX configuration failed (%s); check the UCX_* environment variables",
+             ucs_status_string(status));
+    return ncclSystemError;
+  }
+  // The device NCCL chose is the only network device this context may use.
+  status = ucp_config_modify(config, "NET_DEVICES", d.name.c_str());
+  if (status != UCS_OK) {
+    ucp_config_release(config);
+    UCX_WARN("UCX refused NET_DEVICES=%s (%s)", d.name.c_str(), ucs_status_string(status));
+    return ncclSystemError;
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_TAG;
+  params.mt_workers_shared = 1;  // one worker per communicator, possibly on different threads
+  params.name = "plexus-net-ucx";
+  ucp_context_h context = nullptr;
+  status = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (status != UCS_OK) {
+    UCX_WARN("UCX could not start on device %s: %s; check UCX_TLS=%s against the transports `ucx_info -d` lists",
+             d.name.c_str(), ucs_status_string(status), tls ? tls : "(unset)");
+    return ncclSystemError;
+  }
+  *out = std::make_shared<UcpContext>(context);
+  (*live)[dev] = *out;
+  return ncclSuccess;
+}
+
+Worker::Worker(int dev, std::shared_ptr<UcpContext> context, ucp_worker_h worker, std::vector<uint8_t> address)
+    : dev_(dev), context_(std::move(context)), worker_(worker), address_(std::move(address)) {}
+
+Worker::~Worker() { ucp_worker_destroy(worker_); }
+
+ucp_context_h Worker::context() const { return context_->get(); }
+
+ncclResult_t Worker::create(int dev, std::shared_ptr<Worker>* out) {
+  std::shared_ptr<UcpContext> context;
+  ncclResult_t res = UcpContext::get(dev, &context);
+  if (res != ncclSuccess) return res;
+
+  const char* name = devices()[dev].name.c_str();
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // mutex() serializes every call
+  ucp_worker_h worker = nullptr;
+  ucs_status_t status = ucp_worker_create(context->get(), &params, &worker);
+  if (status != UCS_OK) {
+    UCX_WARN("UCX could not create a worker on device %s: %s", name, ucs_status_string(status));
+    return ncclSystemError;
+  }
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  status = ucp_worker_get_address(worker, &address, &length);
+  if (status != UCS_OK) {
+    ucp_worker_destroy(worker);
+    UCX_WARN("UCX could not give the address of its worker on device %s: %s", name, ucs_status_string(status));
+    return ncclSystemError;
+  }
+  std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(address), reinterpret_cast<uint8_t*>(address) + length);
+  ucp_worker_release_address(worker, address);
+  out->reset(new Worker(dev, std::move(context), worker, std::move(bytes)));
+  UCX_INFO(NCCL_INIT | NCCL_NET, "worker on device %s (UCX_TLS=%s): address of %zu bytes", name,
+           getenv("UCX_TLS") ? getenv("UCX_TLS") : "all", length);
+  return ncclSuccess;
+}
+
+void Worker::progress() {
+  // One pass over the transports, as a NIC plugin polls its completion queue once per test(): the caller
+  // loops, and a pass over tcp may already move megabytes.
+  ucp_worker_progress(worker_);
+}
+
+uint32_t Worker::newConnId() {
+  lastConnId_ = (lastConnId_ + 1) & 0x7fffffffu;  // the top bit marks control tags
+  if (lastConnId_ == 0) lastConnId_ = 1;
+  return lastConnId_;
+}
+
+void Worker::watch(ucp_ep_h ep, std::atomic<int>* status) {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  watched_[ep] = status;
+}
+
+void Worker::unwatch(ucp_ep_h ep) {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  watched_.erase(ep);
+}
+
+void Worker::onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* self = static_cast<Worker*>(arg);
+  std::lock_guard<std::mutex> lock(self->watchMutex_);
+  auto it = self->watched_.find(ep);
+  if (it != self->watched_.end()) it->second->store(status);
+}
+
+}  // namespace plexus::net_ucx

@@ -1,0 +1,60 @@
+// net-ucx: the UCP objects under the comms.
+//
+// One UCP context per device per process, restricted to that device (NET_DEVICES), shared by
+// reference count; one UCP worker per plugin context (NCCL: per communicator) and device, shared by
+// the comms made on it and kept alive by them after finalize(). Every UCP call on a worker runs
+// under Worker::mutex(): NCCL sets connections up on one thread while its proxy moves data on another.
+#pragma once
+
+#include <plexus/types.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace plexus::net_ucx {
+
+class UcpContext;
+
+class Worker {
+ public:
+  static ncclResult_t create(int dev, std::shared_ptr<Worker>* out);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  int dev() const { return dev_; }
+  ucp_worker_h get() const { return worker_; }
+  ucp_context_h context() const;
+  const std::vector<uint8_t>& address() const { return address_; }  // what a peer's endpoint needs
+  std::mutex& mutex() { return mutex_; }
+
+  // With mutex() held.
+  void progress();
+  uint32_t newConnId();  // names a connection in the high half of its tags: 1 .. 2^31-1, reused after 2^31-1
+
+  // An endpoint created with errorHandler() reports its failure into *status (UCP may call from its
+  // async thread). unwatch() before the endpoint is closed.
+  ucp_err_handler_t errorHandler() { return {&Worker::onEndpointError, this}; }
+  void watch(ucp_ep_h ep, std::atomic<int>* status);
+  void unwatch(ucp_ep_h ep);
+
+ private:
+  Worker(int dev, std::shared_ptr<UcpContext> context, ucp_worker_h worker, std::vector<uint8_t> address);
+  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  int dev_;
+  std::shared_ptr<UcpContext> context_;
+  ucp_worker_h worker_;
+  std::vector<uint8_t> address_;
+  std::mutex mutex_;
+  uint32_t lastConnId_ = 0;
+  std::mutex watchMutex_;
+  std::unordered_map<ucp_ep_h, std::atomic<int>*> watched_;
+};
+
+}  // namespace plexus::net_ucx
