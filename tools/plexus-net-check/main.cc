@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
       o = {Verdict::Skip, "init failed, so nothing else can run"};
     } else {
       // Workers start and load the plugin before their own bound starts; their watchdog fires half a second after
-      // it. The table bounds each size's latency and bandwidth phases.
-      const double bound = isTable ? opt.timeout * (double)(2 * rows + 1) + 3 : opt.timeout + 3;
+      // it. The table bounds each size's latency, bandwidth and bidirectional phases.
+      const double bound = isTable ? opt.timeout * (double)(3 * rows + 1) + 3 : opt.timeout + 3;
       o = runJob(r, args, commId, bound, onLine);
     }
     const char* kind = o.verdict == Verdict::Pass ? "PASS" : o.verdict == Verdict::Skip ? "SKIP" : "FAIL";

@@ -17,7 +17,7 @@ void usage(int code) {
   if (code) exit(code);
   printf(
       "Checks an NCCL net plugin against the contract NCCL relies on, one line per rule (PASS, FAIL or SKIP),\n"
-      "then measures latency and bandwidth between two processes over the plugin's device.\n"
+      "then measures latency, one-way and bidirectional bandwidth between two processes over the plugin's device.\n"
       "  <plugin>          a .so path; a name as NCCL_NET_PLUGIN takes it (tried as given, then as\n"
       "                    libnccl-net-<name>.so); or socket, the built-in socket net\n"
       "  -d, --device N    the plugin's device to use (default 0)\n"

@@ -957,7 +957,9 @@ const std::vector<Rule>& rules() {
       {"close-listen-early", "closeListen right after accept, before any data (NCCL's order); data then flows",
        listenEarlyReceiver, listenEarlySender},
       {"close-listen-late", "closeListen after both comms are closed", listenLateReceiver, listenLateSender},
-      {"table", "latency (ping-pong) and bandwidth (up to NCCL_NET_MAX_REQUESTS in flight) per message size",
+      {"table",
+       "latency (ping-pong), bandwidth one way and both ways at once (up to NCCL_NET_MAX_REQUESTS in flight each) "
+       "per message size",
        tableReceiver, tableSender},
   };
   return table;
