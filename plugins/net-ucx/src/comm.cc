@@ -369,26 +369,36 @@ struct SendComm : DataComm {
 
   ~SendComm() override {
     std::lock_guard<std::mutex> lock(worker->mutex());
-    // Requests still in flight mean an abort: they are dropped. Otherwise the endpoint is flushed, so that
-    // the last eager messages (done here once copied out) still reach the receiver; the wait is bounded.
+    // Requests still in flight mean an abort: they are dropped. Otherwise what the completed sends left in UCX's
+    // own buffers is handed to the kernel first (below), so that the receiver still gets it.
     bool abort = failed != ncclSuccess || peerGone || endpointFailed() || inFlight() > 0;
-    bool peerMode = knobs().peerErrorMode;
     releaseRequests();
     if (confirm) ucp_request_free(confirm);
     if (!ep) return;
-    if (peerMode) worker->unwatch(ep);
+    if (knobs().peerErrorMode) worker->unwatch(ep);
     ucp_request_param_t param{};
-    // A flush-close in peer error mode waits for the peer to answer (it may be busy elsewhere): flush, then
-    // close by force, which UCX allows in that mode alone. In the default mode the close flushes itself.
-    if (peerMode && !hs && !abort) waitBounded(*worker, ucp_ep_flush_nbx(ep, &param), sock, "flush the endpoint", peer);
+    // Nothing here waits for the peer. An endpoint flush, and so a flush-mode close, completes over tcp only when
+    // the peer's worker answers it (an empty put, acknowledged by the peer's progress), and the peer may not be
+    // calling into UCX now. What has to leave before the close is local: a completed send is in UCX's transmit
+    // buffer (tcp: the part of a message the socket did not take yet) or in the kernel, which delivers it after
+    // the close. A worker flush waits for exactly that (the transports' buffers; UCX_FLUSH_WORKER_EPS=n, set in
+    // worker.cc, keeps it from flushing endpoints), bounded, and not at all once the peer's socket is closed.
+    // A connect that failed or was abandoned (hs) carried no data.
+    if (!hs && !abort)
+      waitBounded(*worker, ucp_worker_flush_nbx(worker->get(), &param), sock, "send what it holds", peer);
+    // Then the close starts and is left to UCX: forced where UCX allows it (the peer error mode: lanes discarded,
+    // nothing sent), else in flush mode, which finishes inside UCX whenever the worker progresses next and the
+    // peer has answered, or when the worker is destroyed. No callback: this comm's memory is gone by then.
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = peerMode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    param.flags = knobs().peerErrorMode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &param);
-    if (hs) {  // a connect that failed or was abandoned carried no data: let the close finish in the background
-      if (UCS_PTR_IS_PTR(closing)) ucp_request_free(closing);
-      return;
-    }
-    waitBounded(*worker, closing, sock, "close the endpoint", peer);
+    if (UCS_PTR_IS_PTR(closing))
+      ucp_request_free(closing);
+    else if (UCS_PTR_IS_ERR(closing))
+      UCX_INFO(NCCL_NET,
+               "closing the connection to %s: UCX refused to close the endpoint (%s); it goes with the worker",
+               peer.c_str(), ucs_status_string(UCS_PTR_STATUS(closing)));
+    worker->progress();  // start it
   }
 
   bool endpointFailed() const override { return epStatus.load() != UCS_OK; }
@@ -465,7 +475,8 @@ struct RecvComm : DataComm {
     }
     if (hs) return;  // never connected: nothing went through UCX
     // UCX answers a rendezvous send after the receive completed here (the sender's send completes
-    // on that answer): flush the worker so that the answer leaves before the socket closes.
+    // on that answer): flush the worker so that the answer leaves before the socket closes. That flush is
+    // local (transport buffers; no endpoint flush, see ~SendComm), so it does not wait for the sender to progress.
     ucp_request_param_t param{};
     waitBounded(*worker, ucp_worker_flush_nbx(worker->get(), &param), sock, "flush the worker", peer);
   }

@@ -43,6 +43,13 @@ ncclResult_t UcpContext::get(int dev, std::shared_ptr<UcpContext>* out) {
     UCX_WARN("UCX refused NET_DEVICES=%s (%s)", d.name.c_str(), ucs_status_string(status));
     return ncclSystemError;
   }
+  // A worker flush (what closeSend and closeRecv wait for, bounded) then waits for the transports' own buffers
+  // only. By default UCX flushes every endpoint of the worker as well, and over tcp an endpoint flush completes
+  // only once the peer's worker answers it, which a close must not depend on.
+  status = ucp_config_modify(config, "FLUSH_WORKER_EPS", "n");
+  if (status != UCS_OK)
+    UCX_INFO(NCCL_NET, "UCX refused FLUSH_WORKER_EPS=n (%s); a close may wait for its peer to progress",
+             ucs_status_string(status));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG;
