@@ -100,3 +100,10 @@ TEST_CASE("net: a communicator runs over a plugin of each old ABI version (v6..v
     CHECK(runNet(Net{file, file, {}}, Coll::SendRecv, "LL", matrix::Launch{true, 2, 0, nullptr, 1}) == 0);
   }
 }
+
+TEST_CASE("net: a plugin that asks for a flush after every receive (forceFlush) gets one, and data stays right") {
+  const std::string file = testPlugin("defective");
+  const Net flushing{file, file, {{"NETCHECK_DEFECT", "force-flush"}}};
+  CHECK(runNet(flushing, Coll::AllReduce, "Simple", matrix::Launch{true, 2, 0, nullptr, 1}) == 0);
+  CHECK(runNet(flushing, Coll::SendRecv, "LL", matrix::Launch{true, 2, 0, nullptr, 1}) == 0);
+}

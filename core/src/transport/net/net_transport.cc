@@ -54,6 +54,9 @@ struct RecvInfo {
 };
 static_assert(sizeof(RecvInfo) <= PLEXUS_CONNECT_INFO_BYTES, "connect info");
 
+// A flush still to be posted (the plugin asked for one, or gave a NULL request last time).
+void* const kFlushPending = (void*)&kFlushPending;
+
 struct NetConn {
   NetComm* net = nullptr;
   bool isSend = false;
@@ -67,6 +70,8 @@ struct NetConn {
   void* comm = nullptr;  // sendComm or recvComm
   RecvInfo peerInfo{};    // sender: the receiver's handle, one buffer for every connect call (as NCCL's)
   bool connecting = false;
+  void* flushing = nullptr;  // receiver: the iflush of the oldest received step, when the plugin wants one
+  int flushSize = 0;
   // Steps, counted from the connection's start: posted to the plugin, completed by it (sender: sent;
   // receiver: received and exposed through tail), and released (receiver: consumed by the kernel).
   uint64_t posted = 0, completed = 0, released = 0;
@@ -110,8 +115,8 @@ ncclResult_t chooseNet(NetComm* n) {
     }
     const ncclNetProperties_v12_t& p = n->props[d];
     char one[256];
-    snprintf(one, sizeof one, "%s%d:%s (%d Mbps, maxRecvs %d)", devs.empty() ? "" : ", ", d, p.name ? p.name : "?",
-             p.speed, p.maxRecvs);
+    snprintf(one, sizeof one, "%s%d:%s (%d Mbps, maxRecvs %d%s)", devs.empty() ? "" : ", ", d, p.name ? p.name : "?",
+             p.speed, p.maxRecvs, p.forceFlush ? ", iflush after every receive" : "");
     devs += one;
     if (!(p.ptrSupport & NCCL_PTR_HOST)) {
       n->chooseResult = ncclSystemError;
@@ -384,12 +389,35 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
   }
   while (c->completed < c->posted) {
     const int slot = (int)(c->completed % PLEXUS_STEPS);
-    int done = 0, size = 0;
-    ncclResult_t r = api.test(c->requests[slot], &done, &size);
-    if (r != ncclSuccess) return failed(*c, r, "a receive (test)", error, errorLen);
-    if (!done) break;
-    if (size < 0 || size > c->stepSize)
-      return failed(*c, ncclInternalError, "a receive reporting a bad size", error, errorLen);
+    if (!c->flushing) {
+      int done = 0, size = 0;
+      ncclResult_t r = api.test(c->requests[slot], &done, &size);
+      if (r != ncclSuccess) return failed(*c, r, "a receive (test)", error, errorLen);
+      if (!done) break;
+      if (size < 0 || size > c->stepSize)
+        return failed(*c, ncclInternalError, "a receive reporting a bad size", error, errorLen);
+      // A plugin that asks for it (forceFlush) gets an iflush after each receive, before the kernel sees it.
+      if (c->net->props[c->dev].forceFlush && size > 0) {
+        c->flushing = kFlushPending;
+        c->flushSize = size;
+      }
+    }
+    if (c->flushing == kFlushPending) {
+      void* data = c->buff + (size_t)slot * c->stepSize;
+      void* req = nullptr;
+      ncclResult_t r = api.iflush(c->comm, 1, &data, &c->flushSize, &c->mhandle, &req);
+      if (r != ncclSuccess) return failed(*c, r, "iflush", error, errorLen);
+      if (!req) break;  // the plugin is full: ask again on a later pass
+      c->flushing = req;
+      moved = true;
+    }
+    if (c->flushing) {
+      int done = 0;
+      ncclResult_t r = api.test(c->flushing, &done, nullptr);
+      if (r != ncclSuccess) return failed(*c, r, "a flush (test)", error, errorLen);
+      if (!done) break;
+      c->flushing = nullptr;
+    }
     c->completed++;
     __atomic_store_n(&c->ctrl->tail, c->completed, __ATOMIC_RELEASE);  // the kernel may read the slot
     moved = true;
