@@ -6,9 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -380,6 +384,132 @@ TEST_CASE("bootstrap: garbage connections at the root do not disturb init") {
   spammer.join();
   checkAll(results);
   CHECK(took < 2.0);  // silent connections must not stall the root
+}
+
+namespace {
+
+// The loopback TCP ports this process listens on, from /proc: the ranks' listen ports are ephemeral and known
+// only inside Bootstrap::init, which is when the next test throws garbage at them.
+std::vector<SocketAddress> ownListeners() {
+  std::set<std::string> inodes;  // of this process's sockets
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::string link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && link.rfind("socket:[", 0) == 0) inodes.insert(link.substr(8, link.size() - 9));
+  }
+  std::vector<SocketAddress> out;
+  for (const char* file : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    const bool v6 = strstr(file, "tcp6") != nullptr;
+    std::ifstream f(file);
+    std::string line;
+    std::getline(f, line);  // the column names
+    while (std::getline(f, line)) {
+      std::istringstream ss(line);
+      std::string sl, local, remote, st, queues, timer, retr, uid, timeout, inode;
+      ss >> sl >> local >> remote >> st >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (st != "0A" || !inodes.count(inode)) continue;  // 0A: LISTEN
+      const std::string ip = local.substr(0, local.find(':'));
+      if (ip != (v6 ? "00000000000000000000000001000000" : "0100007F")) continue;  // loopback only
+      SocketAddress a{};
+      REQUIRE(parseAddress(v6 ? "[::1]:0" : "127.0.0.1:0", &a) == ncclSuccess);
+      setAddressPort(&a, (uint16_t)std::stoul(local.substr(local.find(':') + 1), nullptr, 16));
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// One attacker: until `stop`, for at most `limitSec` and `maxConns` connections, throws at every listener of
+// this process one of: random bytes, a silent connection held open, a plausible hello (right magic with a wrong
+// type or rank, or NCCL's magic) followed by a frame header with a huge length, a hello cut off mid-way, a reset.
+void attack(uint64_t magic, const std::atomic<bool>& stop, std::atomic<int>* made, double limitSec, int maxConns) {
+  auto t0 = Clock::now();
+  std::vector<Socket> held;
+  std::vector<SocketAddress> targets;
+  for (int i = 0; i < maxConns && !stop && secondsSince(t0) < limitSec; i++) {
+    if (i % 16 == 0) targets = ownListeners();
+    if (targets.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    Socket s;
+    if (s.connect(targets[randomU64() % targets.size()], Deadline::after(0.2), nullptr, "a listener") != ncclSuccess)
+      continue;  // its owner is done
+    made->fetch_add(1);
+    struct __attribute__((packed)) {
+      uint64_t magic;
+      int32_t type, rank;
+      int32_t tag;
+      uint32_t pad;
+      uint64_t size;
+    } frame{};
+    std::string err;
+    switch (randomU64() % 6) {
+      case 0: {  // random bytes
+        uint64_t junk[8];
+        for (auto& x : junk) x = randomU64();
+        (void)s.sendAll(junk, 1 + randomU64() % sizeof(junk), Deadline::after(0.2), nullptr, "junk", &err);
+        break;
+      }
+      case 1:  // half-open: connected, silent, held until the end
+        if (held.size() < 32) held.push_back(std::move(s));
+        break;
+      case 2:  // the right magic, a type no listener takes here or a rank out of range, then a huge length
+      case 3:  // NCCL's magic with a ring hello
+        frame = {
+            randomU64() % 2 ? magic : NCCL_MAGIC, randomU64() % 2 ? 17 : 99, (int32_t)(1000 + i), 7, 0, 1ull << 62};
+        if (frame.magic == NCCL_MAGIC) frame.type = 16;
+        (void)s.sendAll(&frame, sizeof(frame), Deadline::after(0.2), nullptr, "a frame", &err);
+        if (held.size() < 32) held.push_back(std::move(s));
+        break;
+      case 4:  // a hello cut off mid-way, then closed
+        frame.magic = magic;
+        (void)s.sendAll(&frame, 6, Deadline::after(0.2), nullptr, "half a hello", &err);
+        break;
+      default: {  // reset
+        linger l{1, 0};
+        setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bootstrap: garbage at the root's and the ranks' ports during init") {
+  loopbackEnv();
+  constexpr int kRanks = 6, kAttackers = 4;
+  ncclUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
+  const uint64_t magic = handleFromId(id).magic;
+  std::atomic<bool> stop{false};
+  std::atomic<int> made{0};
+  std::vector<std::thread> attackers;
+  for (int a = 0; a < kAttackers; a++) attackers.emplace_back(attack, magic, std::cref(stop), &made, 15.0, 3000);
+  auto t0 = Clock::now();
+  // Rank 0 comes late, so that the others wait in init with garbage queuing on their ports before their ring
+  // connections arrive.
+  auto results = runRanks(kRanks, [&id](int rank, volatile uint32_t* abortFlag) {
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::unique_ptr<Bootstrap> b;
+    NCCLCHECK(Bootstrap::init(id, rank, kRanks, abortFlag, &b));
+    std::vector<uint64_t> vals(kRanks * 512);
+    for (int i = 0; i < 512; i++) vals[rank * 512 + i] = 1000003ull * rank + i;
+    NCCLCHECK(b->allGather(vals.data(), 512 * sizeof(uint64_t)));
+    for (int r = 0; r < kRanks; r++)
+      for (int i = 0; i < 512; i++)
+        if (vals[r * 512 + i] != 1000003ull * r + i)
+          return setError(nullptr, ncclInternalError, "allGather slot %d[%d] is wrong", r, i);
+    return ncclSuccess;
+  });
+  double took = secondsSince(t0);
+  stop = true;
+  for (auto& t : attackers) t.join();
+  checkAll(results);
+  MESSAGE(made.load() << " garbage connections; init + allGather took " << took << " s");
+  CHECK(made.load() >= 20);
+  CHECK(took < 3.0);  // one silent connection in an accept loop alone would cost 2 s
 }
 
 TEST_CASE("bootstrap: ranks that disagree all fail without hanging") {

@@ -17,49 +17,14 @@
 
 namespace plexus {
 
+using namespace wire;
+
 namespace {
 
-// Connection types announced after the magic, as NCCL's ncclSocketType (Bootstrap = 1 talks to the root).
-constexpr int32_t kTypeRoot = 1;
-constexpr int32_t kTypeRing = 16;
-constexpr int32_t kTypeP2p = 17;
-
-constexpr double kHelloTimeout = 2.0;         // for a new connection to say who it is
-constexpr uint64_t kMaxMessage = 1ull << 30;  // any length field above this means a corrupt stream
-constexpr int kMaxFailLinger = 30;            // seconds a failed root keeps telling late ranks why
-
-// NCCL's handshake: every connection first sends its magic and type.
-struct __attribute__((packed)) Hello {
-  uint64_t magic;
-  int32_t type;
-};
-struct __attribute__((packed)) PeerHello {  // rank to rank: the hello plus who is calling
-  uint64_t magic;
-  int32_t type;
-  int32_t rank;
-};
-struct RootInfo {  // rank -> root, right after the hello
-  int32_t rank, nranks;
-  // The ranks this root serves (ncclCommInitRankScalable spreads them over several roots in contiguous
-  // blocks); [0, nranks) with one root.
-  int32_t blockFirst, blockCount;
-  // 1: `rank` is the first rank of the next block, registering only its address with this root so that
-  // the last rank of this block learns its successor (the ring is stitched across blocks this way).
-  int32_t neighbor;
-  int32_t pad;
-  SocketAddress listenAddr;
-};
-struct RootReply {  // root -> rank: the next rank's address, or why the communicator failed
-  int32_t result;
-  int32_t pad;
-  SocketAddress next;
-  char message[468];
-};
-struct MsgHeader {  // frames every P2P message
-  int32_t tag;
-  uint32_t pad;
-  uint64_t size;
-};
+constexpr double kHelloTimeout = 2.0;  // for a new connection to say who it is
+constexpr int kMaxFailLinger = 30;     // seconds a failed root keeps telling late ranks why
+// Connections a rank holds while their hellos come in; past this the oldest goes (a flood, not a rank).
+constexpr size_t kMaxPendingPeers = 256;
 
 uint32_t handleCheck(const BootstrapHandle& h) {
   uint64_t x = hashBytes(&h.magic, sizeof(h.magic));
@@ -67,8 +32,6 @@ uint32_t handleCheck(const BootstrapHandle& h) {
   x = hashBytes(&h.tag, sizeof(h.tag), x);
   return (uint32_t)(x ^ (x >> 32));
 }
-
-Deadline earlier(const Deadline& a, const Deadline& b) { return a.end <= b.end ? a : b; }
 
 // A root holds one connection per rank until all have arrived; raise the soft limit as NCCL does.
 void raiseFilesLimit() {
@@ -82,29 +45,9 @@ void raiseFilesLimit() {
   });
 }
 
-// "3, 5-7": the ranks in [0, n) that `present` lacks, shortened for messages.
-std::string missingRanks(const std::vector<bool>& present) {
-  std::string out;
-  int n = (int)present.size();
-  for (int r = 0; r < n; r++) {
-    if (present[r]) continue;
-    int e = r;
-    while (e + 1 < n && !present[e + 1]) e++;
-    if (out.size() > 200) return out + ", ...";
-    if (!out.empty()) out += ", ";
-    out += std::to_string(r);
-    if (e > r) {
-      out += '-';
-      out += std::to_string(e);
-    }
-    r = e;
-  }
-  return out;
-}
-
 // The root (NCCL's bootstrapRoot): collects {rank, nranks, address} from every rank, then tells each rank its
 // successor's address. One poll loop with a deadline per connection, so that garbage, silent or half-open
-// connections cost nothing but a dropped fd.
+// connections cost nothing but a dropped fd. What the registrations say is judged by wire::Registry.
 class Root {
  public:
   Root(Socket listen, uint64_t magic, int timeout)
@@ -144,18 +87,14 @@ class Root {
       std::erase_if(pending_, [](const Pending& c) { return !c.sock.valid(); });
       for (auto& c : done)
         if (registerRank(c)) return;
-      if (!failed_ && deadline_ && deadline_->expired()) {
-        std::vector<bool> present(nranks_, true);
-        for (int r = blockFirst_; r < blockFirst_ + blockCount_; r++) present[r] = ranks_.count(r) != 0;
-        if (blockCount_ < nranks_ && !neighbor_) present[successor()] = false;
-        const int got = (int)ranks_.size() + (neighbor_ ? 1 : 0);
-        fail(ncclSystemError, "only " + std::to_string(got) + " of " + std::to_string(expected()) +
+      if (!failed_ && deadline_ && deadline_->expired())
+        fail(ncclSystemError, "only " + std::to_string(registry_.registered()) + " of " +
+                                  std::to_string(registry_.expected()) +
                                   " ranks registered with the bootstrap root at " + where_ + " within " +
-                                  std::to_string(timeout_) + " s; missing ranks: " + missingRanks(present) +
+                                  std::to_string(timeout_) + " s; missing ranks: " + registry_.missing() +
                                   ". Check that every rank calls ncclCommInitRank with this unique id, or raise "
                                   "NCCL_BOOTSTRAP_TIMEOUT (seconds) if they are only slow");
-      }
-      if (failed_ && (failUntil_->expired() || told_ >= maxNranks_)) return;
+      if (failed_ && (failUntil_->expired() || told_ >= registry_.maxNranks())) return;
     }
   }
 
@@ -163,12 +102,8 @@ class Root {
   struct Pending {
     Socket sock;
     Deadline deadline;
-    char buf[sizeof(Hello) + sizeof(RootInfo)];
+    char buf[kRegistrationSize];
     size_t got = 0;
-  };
-  struct Registered {
-    Socket sock;
-    SocketAddress listenAddr;
   };
 
   void acceptAll() {
@@ -199,117 +134,34 @@ class Root {
     }
     size_t before = c.got;
     c.got += k;
-    if (before < sizeof(Hello) && c.got >= sizeof(Hello)) {
-      Hello h;
-      memcpy(&h, c.buf, sizeof(h));
-      if (h.magic != magic_) return drop(c, "wrong magic (not a rank of this communicator)");
-      if (h.type != kTypeRoot) return drop(c, "wrong connection type");
-    }
+    if (before < sizeof(Hello) && c.got >= sizeof(Hello))
+      if (const char* bad = rootHelloProblem(c.buf, c.got, magic_)) return drop(c, bad);
   }
 
   // Returns true when the root is done.
   bool registerRank(Pending& c) {
-    RootInfo info;
-    memcpy(&info, c.buf + sizeof(Hello), sizeof(info));
-    std::string from = toString(c.sock.addr());
-    if (info.nranks >= 1 && info.blockCount >= 1 && info.blockCount <= info.nranks)
-      maxNranks_ = std::max(maxNranks_, info.blockCount + (info.blockCount < info.nranks ? 1 : 0));
+    registry_.note(c.buf, sizeof(c.buf));
     if (failed_) {
       reply(c.sock, failCode_, nullptr, failMessage_);
       told_++;
       return false;
     }
-    if (info.nranks < 1 || info.rank < 0 || info.rank >= info.nranks) {
-      fail(ncclInvalidUsage,
-           "rank " + std::to_string(info.rank) + " (from " + from +
-               ") registered with nranks=" + std::to_string(info.nranks) + ": the rank must be in [0, nranks)",
-           &c);
+    std::string why;
+    const int conn = nextConn_++;
+    Registry::Verdict v = registry_.add(c.buf, sizeof(c.buf), conn, toString(c.sock.addr()), &why);
+    if (v == Registry::Verdict::Reject) {
+      fail(ncclInvalidUsage, why, &c);
       return false;
     }
-    if (info.blockFirst < 0 || info.blockCount < 1 || info.blockFirst + info.blockCount > info.nranks) {
-      fail(ncclInvalidUsage,
-           "rank " + std::to_string(info.rank) + " (from " + from + ") registered for ranks [" +
-               std::to_string(info.blockFirst) + ", +" + std::to_string(info.blockCount) + ") of " +
-               std::to_string(info.nranks) + ", which is not a block of the communicator",
-           &c);
-      return false;
-    }
-    if (nranks_ < 0) {
-      nranks_ = info.nranks;
-      blockFirst_ = info.blockFirst;
-      blockCount_ = info.blockCount;
-      firstRank_ = info.rank;
+    conns_[conn] = std::move(c.sock);
+    if (!deadline_) {  // the others must follow the first within the timeout
       deadline_ = Deadline::after(timeout_);
-      INFO(NCCL_BOOTSTRAP, "bootstrap root %s: expecting %d ranks", where_.c_str(), expected());
+      INFO(NCCL_BOOTSTRAP, "bootstrap root %s: expecting %d ranks", where_.c_str(), registry_.expected());
     }
-    if (info.nranks != nranks_) {
-      fail(ncclInvalidUsage,
-           "rank " + std::to_string(info.rank) + " says nranks=" + std::to_string(info.nranks) + " but rank " +
-               std::to_string(firstRank_) + " says nranks=" + std::to_string(nranks_) +
-               ". Every rank must pass the same nranks",
-           &c);
-      return false;
-    }
-    if (info.blockFirst != blockFirst_ || info.blockCount != blockCount_) {
-      fail(ncclInvalidUsage,
-           "rank " + std::to_string(info.rank) + " expects this root to serve ranks " + blockName(info) +
-               " but rank " + std::to_string(firstRank_) + " expects ranks " +
-               blockName(RootInfo{0, nranks_, blockFirst_, blockCount_, 0, 0, {}}) +
-               ". Every rank must pass the same nranks and the same unique ids, in the same order",
-           &c);
-      return false;
-    }
-    if (info.neighbor) {
-      if (blockCount_ == nranks_ || info.rank != successor()) {
-        fail(ncclInvalidUsage,
-             "rank " + std::to_string(info.rank) + " (from " + from + ") registered as the successor of ranks " +
-                 blockName(info) + ", which is rank " + std::to_string(successor()) +
-                 ". Every rank must pass the same unique ids, in the same order",
-             &c);
-        return false;
-      }
-      if (neighbor_) {
-        fail(ncclInvalidUsage, "rank " + std::to_string(info.rank) + " registered twice as a successor (from " +
-                                   toString(neighbor_->sock.addr()) + " and " + from + ")",
-             &c);
-        return false;
-      }
-      neighbor_ = Registered{std::move(c.sock), info.listenAddr};
-    } else {
-      if (info.rank < blockFirst_ || info.rank >= blockFirst_ + blockCount_) {
-        fail(ncclInvalidUsage,
-             "rank " + std::to_string(info.rank) + " (from " + from + ") registered with the root of ranks " +
-                 blockName(info) + ". Every rank must pass the same unique ids, in the same order",
-             &c);
-        return false;
-      }
-      if (ranks_.count(info.rank)) {
-        fail(ncclInvalidUsage,
-             "rank " + std::to_string(info.rank) + " registered twice (from " +
-                 toString(ranks_[info.rank].sock.addr()) + " and " + from + "). Every rank must pass a distinct rank",
-             &c);
-        return false;
-      }
-      ranks_[info.rank] = Registered{std::move(c.sock), info.listenAddr};
-    }
-    if ((int)ranks_.size() < blockCount_ || (blockCount_ < nranks_ && !neighbor_)) return false;
-    const int last = blockFirst_ + blockCount_ - 1;
-    for (auto& [r, reg] : ranks_) {
-      const SocketAddress* next = r < last                 ? &ranks_[r + 1].listenAddr
-                                  : blockCount_ == nranks_ ? &ranks_[blockFirst_].listenAddr
-                                                           : &neighbor_->listenAddr;
-      reply(reg.sock, ncclSuccess, next, "");
-    }
-    if (neighbor_) reply(neighbor_->sock, ncclSuccess, nullptr, "");
-    INFO(NCCL_BOOTSTRAP, "bootstrap root %s: all %d ranks registered", where_.c_str(), expected());
+    if (v == Registry::Verdict::Wait) return false;
+    for (auto& [conn, next] : registry_.replies()) reply(conns_[conn], ncclSuccess, next, "");
+    INFO(NCCL_BOOTSTRAP, "bootstrap root %s: all %d ranks registered", where_.c_str(), registry_.expected());
     return true;
-  }
-
-  int successor() const { return (blockFirst_ + blockCount_) % nranks_; }
-  int expected() const { return blockCount_ + (blockCount_ < nranks_ ? 1 : 0); }
-  static std::string blockName(const RootInfo& i) {
-    return i.blockCount == i.nranks ? "0-" + std::to_string(i.nranks - 1) + " (all)"
-                                    : std::to_string(i.blockFirst) + "-" + std::to_string(i.blockFirst + i.blockCount - 1);
   }
 
   // Fails the communicator: every rank that registered, is registering (`c`) or registers later learns why.
@@ -319,14 +171,11 @@ class Root {
     failCode_ = code;
     failMessage_ = why;
     failUntil_ = Deadline::after(std::min(timeout_, kMaxFailLinger));
-    for (auto& [r, reg] : ranks_) reply(reg.sock, code, nullptr, why);
-    told_ += (int)ranks_.size();
-    ranks_.clear();
-    if (neighbor_) {
-      reply(neighbor_->sock, code, nullptr, why);
+    for (int conn : registry_.takeAll()) {
+      reply(conns_[conn], code, nullptr, why);
       told_++;
-      neighbor_.reset();
     }
+    conns_.clear();
     if (c) {
       reply(c->sock, code, nullptr, why);
       told_++;
@@ -351,10 +200,9 @@ class Root {
   int timeout_;
   std::string where_;
   std::vector<Pending> pending_;
-  std::map<int, Registered> ranks_;
-  std::optional<Registered> neighbor_;  // the first rank of the next block (several roots only)
-  int nranks_ = -1, firstRank_ = -1, maxNranks_ = 0, told_ = 0;
-  int blockFirst_ = 0, blockCount_ = 0;
+  Registry registry_;
+  std::map<int, Socket> conns_;  // registered connections, by Registry key
+  int nextConn_ = 0, told_ = 0;
   std::optional<Deadline> deadline_;  // from the first registration: the others must follow within the timeout
   bool failed_ = false;
   ncclResult_t failCode_ = ncclSuccess;
@@ -534,14 +382,10 @@ ncclResult_t Bootstrap::rootReply(const BootstrapHandle& h, Socket& root, Socket
   RootReply reply;
   NCCLCHECK(root.recvAll(&reply, sizeof(reply), Deadline::after(timeout + kHelloTimeout), abortFlag(),
                          "the root's answer (it waits for every rank to register)"));
-  if (reply.result != ncclSuccess) {
-    reply.message[sizeof(reply.message) - 1] = '\0';
-    ncclResult_t res =
-        reply.result > 0 && reply.result < ncclNumResults ? (ncclResult_t)reply.result : ncclInternalError;
-    return setError(nullptr, res, "bootstrap: rank %d: the root at %s failed the communicator: %s", rank_,
-                    toString(h.addr).c_str(), reply.message);
-  }
-  if (next) *next = reply.next;
+  std::string why;
+  if (ncclResult_t res = parseRootReply(&reply, sizeof(reply), next, &why); res != ncclSuccess)
+    return setError(nullptr, res, "bootstrap: rank %d: the root at %s %s", rank_, toString(h.addr).c_str(),
+                    why.c_str());
   return ncclSuccess;
 }
 
@@ -556,36 +400,75 @@ ncclResult_t Bootstrap::connectPeer(int type, int peer, const SocketAddress& add
 
 ncclResult_t Bootstrap::acceptPeer(int type, int peer, const Deadline& deadline, Socket* out) {
   std::string what = "rank " + std::to_string(peer) + (type == kTypeRing ? " (the previous rank in the ring)" : "");
-  for (;;) {
-    Socket s;
-    NCCLCHECK(listen_.accept(&s, deadline, abortFlag(), what.c_str()));
-    // One connection at a time: only ranks of this communicator know the address, so garbage here is rare and
-    // costs at most kHelloTimeout.
+  auto hasRecv = [this](int r) { return recvSocks_[r].valid(); };
+  auto drop = [this](const PendingPeer& p, const char* why) {
+    INFO(NCCL_BOOTSTRAP, "bootstrap: rank %d drops a connection from %s: %s", rank_, toString(p.sock.addr()).c_str(),
+         why);
+  };
+  // Reads what a connection's hello has sent so far. True once the connection is settled: dropped, kept for a
+  // later recv, or (*found) the one awaited, moved to *out.
+  auto settle = [&](PendingPeer& p, bool* found) {
+    ssize_t k = ::recv(p.sock.fd(), p.hello + p.got, sizeof(p.hello) - p.got, MSG_DONTWAIT);
+    if (k == 0) return drop(p, "it closed before its hello"), true;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return drop(p, strerror(errno)), true;
+    if (k > 0) p.got += k;
+    if (p.got < sizeof(p.hello)) {
+      if (!p.deadline.expired()) return false;
+      return drop(p, "it sent no hello within 2 s"), true;
+    }
+    if (const char* bad = peerHelloProblem(p.hello, sizeof(p.hello), magic_, nranks_, type, peer, hasRecv))
+      return drop(p, bad), true;
     PeerHello hello;
-    std::string why;
-    if (s.recvAll(&hello, sizeof(hello), earlier(deadline, Deadline::after(kHelloTimeout)), abortFlag(), "a hello",
-                  &why) != ncclSuccess) {
-      if (abortFlag().set()) return ncclInternalError;
-      INFO(NCCL_BOOTSTRAP, "bootstrap: rank %d drops a connection from %s: %s", rank_, toString(s.addr()).c_str(),
-           why.c_str());
-      continue;
-    }
-    const char* bad = hello.magic != magic_                               ? "wrong magic"
-                      : hello.type != kTypeRing && hello.type != kTypeP2p ? "wrong connection type"
-                      : hello.rank < 0 || hello.rank >= nranks_           ? "rank out of range"
-                      : hello.type == kTypeRing && hello.rank != peer     ? "unexpected ring connection"
-                      : hello.type == kTypeP2p && hello.rank != peer && recvSocks_[hello.rank].valid()
-                          ? "second connection from one rank"
-                          : nullptr;
-    if (bad) {
-      INFO(NCCL_BOOTSTRAP, "bootstrap: rank %d drops a connection from %s: %s", rank_, toString(s.addr()).c_str(), bad);
-      continue;
-    }
+    memcpy(&hello, p.hello, sizeof(hello));
     if (hello.type == type && hello.rank == peer) {
-      *out = std::move(s);
-      return ncclSuccess;
+      *out = std::move(p.sock);
+      *found = true;
+    } else {
+      recvSocks_[hello.rank] = std::move(p.sock);  // a P2P connection, for a later recv
     }
-    if (hello.type == kTypeP2p) recvSocks_[hello.rank] = std::move(s);  // for a later recv
+    return true;
+  };
+  // Every connection is read as its bytes come, none waited for in turn: garbage, silent or half-open
+  // connections cost a slot in pendingPeers_ for at most kHelloTimeout, and stall nobody.
+  for (;;) {
+    bool found = false;
+    for (size_t i = 0; i < pendingPeers_.size() && !found;) {
+      if (settle(pendingPeers_[i], &found))
+        pendingPeers_.erase(pendingPeers_.begin() + i);
+      else
+        i++;
+    }
+    for (int n = 0; n < 64 && !found; n++) {  // the backlog, in bounded helpings
+      PendingPeer p{{}, Deadline::after(kHelloTimeout), {}, 0};
+      bool accepted = false;
+      NCCLCHECK(listen_.tryAccept(&p.sock, &accepted));
+      if (!accepted) break;
+      if (settle(p, &found)) continue;  // hellos of real ranks are usually in at once
+      if (pendingPeers_.size() >= kMaxPendingPeers) {
+        drop(pendingPeers_.front(), "too many connections without a hello (the oldest goes)");
+        pendingPeers_.erase(pendingPeers_.begin());
+      }
+      pendingPeers_.push_back(std::move(p));
+    }
+    if (found) return ncclSuccess;
+    if (abortFlag().set()) {
+      INFO(NCCL_BOOTSTRAP, "bootstrap: accepting on %s aborted", toString(listen_.addr()).c_str());
+      return ncclInternalError;
+    }
+    if (deadline.expired())
+      return setError(nullptr, ncclSystemError,
+                      "bootstrap: timed out after %.0f s waiting for %s to connect to %s. It may have failed or not "
+                      "have started; check its log, or raise NCCL_BOOTSTRAP_TIMEOUT (seconds) if it is only slow",
+                      deadline.seconds(), what.c_str(), toString(listen_.addr()).c_str());
+    std::vector<pollfd> pfds{{listen_.fd(), POLLIN, 0}};
+    int waitMs = deadline.pollMs();
+    for (auto& p : pendingPeers_) {
+      pfds.push_back({p.sock.fd(), POLLIN, 0});
+      waitMs = std::min(waitMs, p.deadline.pollMs());
+    }
+    if (poll(pfds.data(), pfds.size(), waitMs) < 0 && errno != EINTR)
+      return setError(nullptr, ncclSystemError, "bootstrap: poll on %s failed: %s", toString(listen_.addr()).c_str(),
+                      strerror(errno));
   }
 }
 
@@ -650,9 +533,10 @@ ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t size) {
   Socket& sock = recvSocks_[peer];
   std::string what = "rank " + std::to_string(peer) + "'s message with tag " + std::to_string(tag);
   for (;;) {
+    char raw[sizeof(MsgHeader)];
+    NCCLCHECK(sock.recvAll(raw, sizeof(raw), deadline, abortFlag(), what.c_str()));
     MsgHeader hdr;
-    NCCLCHECK(sock.recvAll(&hdr, sizeof(hdr), deadline, abortFlag(), what.c_str()));
-    if (hdr.size > kMaxMessage) {
+    if (!parseMsgHeader(raw, sizeof(raw), &hdr)) {
       sock.close();  // the stream cannot be resynchronised
       return setError(nullptr, ncclInternalError,
                       "bootstrap: rank %d sent a message of %llu bytes (tag %d) to rank %d; the limit is 1 GiB, so "

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
 #include "nccl.h"
 
 namespace plexus {
@@ -86,7 +87,8 @@ class Bootstrap {
   ncclResult_t registerRoot(const BootstrapHandle& handle, const RootBlock& block, bool neighbor, Socket* root);
   ncclResult_t rootReply(const BootstrapHandle& handle, Socket& root, SocketAddress* next);
   // Accepts on listen_ until a connection of `type` from `peer` arrives. P2P connections from other ranks are
-  // kept for later; anything else (wrong magic, garbage, silence) is dropped.
+  // kept for later; anything else (wrong magic, garbage, silence) is dropped. Hellos are read as they come, so
+  // that no connection holds up the others.
   ncclResult_t acceptPeer(int type, int peer, const Deadline& deadline, Socket* out);
   ncclResult_t connectPeer(int type, int peer, const SocketAddress& addr, Socket* out);
 
@@ -99,6 +101,13 @@ class Bootstrap {
   std::vector<SocketAddress> peerAddrs_;
   std::vector<Socket> sendSocks_, recvSocks_;  // P2P, per peer: we connected / they connected
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> unexpected_;  // (peer, tag) -> payloads
+  struct PendingPeer {  // accepted, its hello not all in yet (it may be a rank's that a later acceptPeer takes)
+    Socket sock;
+    Deadline deadline;
+    char hello[sizeof(wire::PeerHello)];
+    size_t got;
+  };
+  std::vector<PendingPeer> pendingPeers_;
 };
 
 }  // namespace plexus

@@ -56,6 +56,10 @@ struct Hello {
   uint16_t reserved;
 };
 static_assert(sizeof(Hello) == 24);
+// The listener's judgement of a socket's hello (sizeof(Hello) bytes as received): nullptr when it belongs to a
+// connection to the listener of `handle` (then its index is in [0, nSocks]), else why not, written to why[n].
+// Pure (hello.cc), so that tests/fuzz/ runs what the listener runs.
+const char* helloProblem(const void* data, size_t size, const Handle& handle, char* why, size_t n);
 
 // One per message, on the control socket, before the message's inline payload (if any).
 struct WireHeader {

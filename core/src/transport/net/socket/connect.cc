@@ -104,16 +104,7 @@ void Listener::drop(const Incoming& in, const char* why) {
 void Listener::file(Incoming&& in) {
   const Hello& h = in.hello;
   char why[160];
-  if (h.magic != handle_.magic) {
-    snprintf(why, sizeof(why), "it presented magic %#llx, not this listener's (a stale or foreign connection)",
-             (unsigned long long)h.magic);
-    return drop(in, why);
-  }
-  if (h.version != kProtocolVersion || h.nSocks != handle_.nSocks || h.index > h.nSocks) {
-    snprintf(why, sizeof(why), "malformed hello (protocol %u, socket %u of %u; expected protocol %u, %u sockets)",
-             h.version, h.index, h.nSocks, kProtocolVersion, handle_.nSocks);
-    return drop(in, why);
-  }
+  if (helloProblem(&h, sizeof(h), handle_, why, sizeof(why))) return drop(in, why);
   auto g = std::find_if(groups_.begin(), groups_.end(), [&](const Group& x) { return x.connId == h.connId; });
   if (g == groups_.end()) {
     if (groups_.size() >= kMaxGroups) return drop(in, "too many connections half set up");
