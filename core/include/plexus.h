@@ -69,6 +69,14 @@ typedef struct {
 } plexusCommStats_t;
 ncclResult_t plexusCommGetStats(ncclComm_t comm, plexusCommStats_t* stats);
 
+/* Fault handling. A wait of an operation that lasts longer than the timeout fails it with ncclTimeout
+ * and prints a hang report on every rank that times out; 0 waits forever. The default comes from
+ * PLEXUS_TIMEOUT / NCCL_TIMEOUT (seconds, default 0); this sets it for one communicator. */
+ncclResult_t plexusCommSetTimeout(ncclComm_t comm, double seconds);
+/* The hang report of a communicator (what each channel runs and on which rank it waits), as printed on
+ * a timeout and on SIGUSR1, NUL-terminated and cut to size bytes. */
+ncclResult_t plexusCommHangReport(ncclComm_t comm, char* report, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,10 +11,12 @@
 #include <string>
 
 #include "matrix.h"
+#include "nets.h"
 
 namespace {
 
 using matrix::Coll;
+using namespace nets;
 
 const matrix::Plan kNetSample{{ncclInt8, ncclFloat32, ncclFloat64},
                               {matrix::Op::Sum, matrix::Op::Max},
@@ -22,35 +24,12 @@ const matrix::Plan kNetSample{{ncclInt8, ncclFloat32, ncclFloat64},
                               /*everyRoot=*/false};
 [[maybe_unused]] const bool kRegistered = matrix::registerScenarios("net/", &kNetSample);
 
-// Which net plugin carries the traffic: "socket" (built in) or a plugin file that must exist.
-struct Net {
-  std::string name;        // NCCL_NET_PLUGIN's value
-  std::string pluginFile;  // the file it must find; empty: built in
-  // The transport the plugin's library should use, on loopback only.
-  std::vector<std::pair<const char*, const char*>> env;
-};
-
-bool available(const Net& n) { return n.pluginFile.empty() || access(n.pluginFile.c_str(), R_OK) == 0; }
-
-std::string inPluginDir(const char* file) {
-  const char* dir = getenv("PLEXUS_PLUGIN_PATH");
-  return std::string(dir ? dir : ".") + "/" + file;
-}
-
-std::string testPlugin(const std::string& name) {
-  return std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libnccl-net-" + name + ".so";
-}
-
 long runNet(const Net& n, Coll c, const char* proto, matrix::Launch l) {
   matrix::ScopedEnv env;
   env.set("NCCL_NET_PLUGIN", n.pluginFile.empty() ? "none" : n.name.c_str());
   for (auto& [k, v] : n.env) env.set(k, v);
   return matrix::runOne(c, kNetSample, "net/", proto, l);
 }
-
-const Net kSocket{"socket", "", {}};
-const Net kUcx{"ucx", inPluginDir("libnccl-net-ucx.so"), {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
-const Net kOfi{"ofi", inPluginDir("libnccl-net-ofi.so"), {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
 
 }  // namespace
 

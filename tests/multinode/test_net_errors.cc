@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "matrix.h"
+#include "nets.h"
 
 namespace {
 
@@ -76,39 +77,26 @@ const harness::Scenario kIsendFails("net-isend-fails", [](int rank, int nranks, 
   return 0L;
 });
 
-struct Env {
-  std::vector<std::string> names;
-  void set(const char* k, const std::string& v) {
-    setenv(k, v.c_str(), 1);
-    names.push_back(k);
-  }
-  ~Env() {
-    for (auto& n : names) unsetenv(n.c_str());
-  }
-};
-
-std::string defective() { return std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libnccl-net-defective.so"; }
-
 }  // namespace
 
 TEST_CASE("net errors: a rank that dies mid-collective fails the others' operations, naming it") {
-  Env env;
+  matrix::ScopedEnv env;
   env.set("NCCL_NET_PLUGIN", "none");
   env.set("PLEXUS_TIMEOUT", "60");  // a backstop: the test wants the network's own error, far sooner
   CHECK(harness::runProcesses("net-peer-dies", 2, 120, 1) == 0);
 }
 
 TEST_CASE("net errors: a plugin that never completes a send fails the operation after PLEXUS_NET_TIMEOUT") {
-  Env env;
-  env.set("NCCL_NET_PLUGIN", defective());
+  matrix::ScopedEnv env;
+  env.set("NCCL_NET_PLUGIN", nets::testPlugin("defective").c_str());
   env.set("NETCHECK_DEFECT", "never-done");
   env.set("PLEXUS_NET_TIMEOUT", "2");
   CHECK(harness::runProcesses("net-plugin-stuck", 2, 120, 1) == 0);
 }
 
 TEST_CASE("net errors: a plugin whose isend fails fails the operation, naming plugin, device and peer") {
-  Env env;
-  env.set("NCCL_NET_PLUGIN", defective());
+  matrix::ScopedEnv env;
+  env.set("NCCL_NET_PLUGIN", nets::testPlugin("defective").c_str());
   env.set("NETCHECK_DEFECT", "send-error");
   env.set("PLEXUS_TIMEOUT", "60");
   CHECK(harness::runProcesses("net-isend-fails", 2, 120, 1) == 0);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "health/health.h"
 #include "executor/host_executor.h"
 #include "group/group.h"
 #include "misc/check.h"
@@ -229,5 +230,25 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetStat
   stats->operations = comm->opCount;
   stats->p2pZeroCopyBytes = comm->p2pZeroCopyBytes.load(std::memory_order_relaxed);
   stats->p2pSlotBytes = comm->p2pSlotBytes.load(std::memory_order_relaxed);
+  return ncclSuccess;
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommSetTimeout(ncclComm_t comm,
+                                                                                     double seconds) {
+  NCCLCHECK(checkComm(comm, "plexusCommSetTimeout"));
+  if (!(seconds >= 0) || seconds > 1e9)
+    return setError(comm, ncclInvalidArgument, "plexusCommSetTimeout: %g seconds is not in [0, 1e9] (0: no timeout)",
+                    seconds);
+  __atomic_store_n(&comm->devComm.timeoutNs, (uint64_t)(seconds * 1e9), __ATOMIC_RELAXED);
+  return ncclSuccess;
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommHangReport(ncclComm_t comm, char* report,
+                                                                                     size_t size) {
+  NCCLCHECK(checkComm(comm, "plexusCommHangReport", false));
+  if (!report || size == 0)
+    return setError(comm, ncclInvalidArgument, "plexusCommHangReport: report is NULL or size is 0");
+  const std::string r = hangReport(comm);
+  snprintf(report, size, "%s", r.c_str());
   return ncclSuccess;
 }

@@ -27,6 +27,7 @@ class HostExecutor;
 struct Task;
 struct CommRegistry;  // comm/memory.cc
 struct PeerMappings;  // transport/peer_memory.h
+struct HealthState;   // health/health.cc
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -106,6 +107,8 @@ struct ncclComm {
   std::unique_ptr<plexus::PeerMappings> peerMappings;
   // plexusCommGetStats: point-to-point bytes received zero-copy, and through slots.
   std::atomic<uint64_t> p2pZeroCopyBytes{0}, p2pSlotBytes{0};
+  // What the watchdog knows of every rank (health/health.h); set once init has completed.
+  std::unique_ptr<plexus::HealthState> health;
 
   ncclComm();
   ~ncclComm();

@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "executor/host_executor.h"
 #include "group/group.h"
+#include "health/health.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "misc/rand.h"
@@ -20,7 +21,7 @@
 #include "transport/transport.h"
 
 ncclComm::ncclComm() = default;
-ncclComm::~ncclComm() = default;
+ncclComm::~ncclComm() = default;  // here, where every member's type is complete
 
 namespace plexus {
 
@@ -151,6 +152,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   const bool shared = comm->topo.coresShared(comm->channels.count);
   comm->devComm.spinPolls = (uint32_t)envInt("SPIN", shared ? PLEXUS_SPIN_SHARED : 1 << 15);
   comm->executor = std::make_unique<HostExecutor>(comm);
+  NCCLCHECK(healthInit(comm));
 
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend host commId 0x%llx - Init COMPLETE"
        " (%d channel(s), %zu B per connection)", (void*)comm, comm->rank, comm->nRanks, comm->topo.nNodes,
@@ -222,6 +224,7 @@ ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady) {
 
 void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
+  healthFinalize(comm);
   comm->executor.reset();
   comm->peerMappings.reset();
   transportFreeAll(comm);

@@ -6,6 +6,7 @@
 
 #include "comm/communicator.h"
 #include "executor/p2p.h"
+#include "health/health.h"
 #include "misc/check.h"
 #include "planner/planner.h"
 #include "proxy/proxy.h"
@@ -15,6 +16,7 @@ namespace plexus {
 
 HostExecutor::HostExecutor(ncclComm* comm) : comm_(comm) {
   workers_.resize(comm->channels.count);
+  activity_ = std::make_unique<Activity[]>(comm->channels.count);
   for (int c = 1; c < comm->channels.count; c++) {
     workers_[c] = std::make_unique<Worker>();
     workers_[c]->thread = std::thread([this, c] { workerLoop(c); });
@@ -51,6 +53,13 @@ ncclResult_t HostExecutor::runChannel(int channel, uint32_t first, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const plexusDevWork_v1_t& w = comm_->workFifo.at(first + i);
     if (w.nChannels == 0 || channel < w.channelLo || channel >= w.channelLo + w.nChannels) continue;
+    Activity& act = activity_[channel];
+    act.func.store(w.func, std::memory_order_relaxed);
+    act.datatype.store(w.datatype, std::memory_order_relaxed);
+    act.algorithm.store(w.algorithm, std::memory_order_relaxed);
+    act.opSeq.store(w.opSeq, std::memory_order_relaxed);
+    act.count.store(w.count, std::memory_order_relaxed);
+    act.running.store(true, std::memory_order_release);
     ncclResult_t r;
     const char* who;
     if (w.algorithm == kAlgoCoreP2p) {
@@ -66,16 +75,31 @@ ncclResult_t HostExecutor::runChannel(int channel, uint32_t first, uint32_t n) {
       r = algo.plugin->api->runHost(&comm_->devComm, channel, &w);
       who = algo.plugin->name.c_str();
     }
+    act.running.store(false, std::memory_order_release);
     if (r != ncclSuccess) {
       const plexusDevChannel_v1_t& ch = comm_->channels.dev[channel];
       // A connection that failed under the proxy aborted the communicator and said why already.
       const ncclResult_t async = comm_->asyncError.load();
       if (ch.status == PLEXUS_CHANNEL_ABORTED && async != ncclSuccess) return async;
-      const char* why = ch.status == PLEXUS_CHANNEL_TIMEOUT ? "timed out"
-                        : ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted" : "failed";
-      setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements) %s on channel %d (%s, waiting on rank %d)",
+      if (ch.status == PLEXUS_CHANNEL_TIMEOUT) {
+        // Keep the channel's wait for the report; the first channel to time out prints it.
+        act.running.store(true, std::memory_order_release);
+        commFail(comm_, ncclTimeout, false,
+                 "rank %d: %s opSeq %llu (%llu x %s) timed out after %.1f s on channel %d (%s) waiting to %s %s. "
+                 "Every rank printed a hang report: the rank that is not waiting on anyone, or that every chain of "
+                 "waits ends at, is the stuck one. Raise PLEXUS_TIMEOUT (seconds; 0: wait forever) if it is "
+                 "only slow",
+                 comm_->rank, funcName((ncclFunc_t)w.func), (unsigned long long)w.opSeq,
+                 (unsigned long long)w.count, typeName((ncclDataType_t)w.datatype), comm_->devComm.timeoutNs / 1e9,
+                 channel, who, ch.waitIsSend ? "send to" : "receive from", describeRank(comm_, ch.waitPeer).c_str());
+        reportHangOnce(comm_, "timeout");
+        act.running.store(false, std::memory_order_release);
+        return ncclTimeout;
+      }
+      const char* why = ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted" : "failed";
+      setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements) %s on channel %d (%s, waiting on %s)",
                comm_->rank, funcName((ncclFunc_t)w.func), (unsigned long long)w.opSeq, (unsigned long long)w.count,
-               why, channel, who, ch.waitPeer);
+               why, channel, who, describeRank(comm_, ch.waitPeer).c_str());
       return r;
     }
   }

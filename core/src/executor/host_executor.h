@@ -31,6 +31,15 @@ class HostExecutor {
   void waitIdle();
   int inflight() const { return inflight_.load(); }
 
+  // What a channel runs now, for hang reports: written by the channel's thread, read by any (a report
+  // taken while a channel moves to the next work may mix the two).
+  struct Activity {
+    std::atomic<bool> running{false};
+    std::atomic<int> func{0}, datatype{0}, algorithm{0};
+    std::atomic<uint64_t> opSeq{0}, count{0};
+  };
+  const Activity& activity(int channel) const { return activity_[channel]; }
+
  private:
   struct Worker {
     std::thread thread;
@@ -46,6 +55,7 @@ class HostExecutor {
 
   ncclComm* comm_;
   std::vector<std::unique_ptr<Worker>> workers_;  // index = channel; [0] unused
+  std::unique_ptr<Activity[]> activity_;          // index = channel
   // The launch the workers are running.
   uint32_t curFirst_ = 0, curN_ = 0;
   std::atomic<int> pending_{0};

@@ -199,6 +199,7 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
     }
     if (moved) {
       iter = 0;
+      if (waitStart) __atomic_store_n(&ch.waitPeer, -1, __ATOMIC_RELAXED);
       waitStart = 0;
       continue;
     }
@@ -210,6 +211,14 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
       uint64_t now = dev::clockNs();
       if (!waitStart) {
         waitStart = now;
+        // Say on whom it waits (watchdog, hang reports): the first message that cannot move.
+        for (Queue& q : queues)
+          if (q.current < q.msgs.size()) {
+            ch.waitSince = now;
+            ch.waitIsSend = q.isSend;
+            __atomic_store_n(&ch.waitPeer, q.peer, __ATOMIC_RELAXED);
+            break;
+          }
       } else if (comm->devComm.timeoutNs && now - waitStart > comm->devComm.timeoutNs) {
         ch.status = PLEXUS_CHANNEL_TIMEOUT;
         break;
@@ -218,7 +227,10 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
     dev::backoff(iter, comm->devComm.spinPolls);
   }
   for (Queue& q : queues) q.conn->step = q.step;
-  if (pending == 0) return ncclSuccess;
+  if (pending == 0) {
+    if (waitStart) __atomic_store_n(&ch.waitPeer, -1, __ATOMIC_RELAXED);
+    return ncclSuccess;
+  }
   for (Queue& q : queues)
     if (q.current < q.msgs.size()) {
       ch.waitPeer = q.peer;

@@ -34,6 +34,13 @@ const char* funcName(ncclFunc_t func) {
   return func >= 0 && func < ncclNumFuncs ? names[func] : "Unknown";
 }
 
+const char* typeName(ncclDataType_t type) {
+  // NCCL's enum order.
+  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
+                                "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  return type >= 0 && type < (int)(sizeof names / sizeof names[0]) ? names[type] : "unknown";
+}
+
 const char* protoName(int proto) {
   static const char* names[] = {"LL", "LL128", "Simple"};
   return proto >= 0 && proto < PLEXUS_NUM_PROTOCOLS ? names[proto] : "Unknown";

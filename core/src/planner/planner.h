@@ -41,6 +41,7 @@ float plannerEstimate(ncclComm* comm, const Task& task);
 // Bytes a collective moves per rank as NCCL counts them for tuning (AllReduce: count * size).
 size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int nRanks);
 size_t typeSize(ncclDataType_t type);
+const char* typeName(ncclDataType_t type);
 const char* funcName(ncclFunc_t func);
 const char* protoName(int proto);
 

@@ -30,13 +30,27 @@ class Proxy {
       std::thread([this] { loop(); }).detach();  // lives as long as the process
     }
   }
-  void remove(ProxyConnection* c) {
-    std::lock_guard<std::mutex> lock(mu_);  // the loop holds it while it progresses
-    conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+  bool remove(ProxyConnection* c, const std::chrono::steady_clock::time_point& deadline) {
+    {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);  // the loop holds it while it progresses
+      if (lock.owns_lock()) {
+        conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+        return true;
+      }
+    }
+    // Busy: the loop drops requested connections before each pass.
+    c->removeRequested.store(true, std::memory_order_release);
+    for (uint32_t i = 0; !c->removed.load(std::memory_order_acquire); i++) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(i < 100 ? 20 : 1000));
+    }
+    return true;
   }
   void activate() {
     if (active_.fetch_add(1, std::memory_order_acq_rel) == 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      // Never block here: a plugin call that does not return holds mu_, and a launch (or an abort behind
+      // it) must not wait on it. A loop that holds mu_ is not asleep and sees active_ before it sleeps.
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
       cv_.notify_one();
     }
   }
@@ -47,12 +61,18 @@ class Proxy {
   // One pass over every connection; true when any had something to do.
   bool pass() {
     passes_.fetch_add(1, std::memory_order_acq_rel);
+    std::erase_if(conns_, [](ProxyConnection* c) {
+      if (!c->removeRequested.load(std::memory_order_acquire)) return false;
+      c->removed.store(true, std::memory_order_release);
+      return true;
+    });
     bool busy = false;
     for (ProxyConnection* c : conns_) {
       if (c->failed) continue;
       int idle = 1;
       char why[512] = "";
       ncclResult_t r = c->api->proxyProgress(c->resources, &idle, why, (int)sizeof why);
+      if (c->removeRequested.load(std::memory_order_acquire)) continue;  // abandoned during the call: owner gone
       c->settled.store(idle != 0, std::memory_order_release);
       if (r != ncclSuccess) {
         c->failed = true;
@@ -119,7 +139,9 @@ bool proxyDrain(const std::vector<ProxyConnection*>& conns, double seconds, vola
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
-void proxyRemove(ProxyConnection* conn) { Proxy::get().remove(conn); }
+bool proxyRemove(ProxyConnection* conn, const std::chrono::steady_clock::time_point& deadline) {
+  return Proxy::get().remove(conn, deadline);
+}
 
 ProxyActivity::ProxyActivity(bool needed) : held_(needed) {
   if (held_) Proxy::get().activate();

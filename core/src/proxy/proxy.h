@@ -8,6 +8,7 @@
 #include <plexus/transport_v1.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,11 +28,14 @@ struct ProxyConnection {
   bool isSend = false;
   bool failed = false;  // set by the proxy; the connection is not progressed again
   std::atomic<bool> settled{false};  // the last pass found nothing to finish (proxyProgress's idle)
+  std::atomic<bool> removeRequested{false}, removed{false};  // proxyRemove's handshake with the proxy thread
 };
 
 void proxyAdd(ProxyConnection* conn);
-// Returns once the proxy thread no longer touches conn.
-void proxyRemove(ProxyConnection* conn);
+// Returns true once the proxy thread no longer touches conn. False when the proxy thread has been inside
+// one plugin call since before the deadline (a plugin that blocks): conn and its resources must then be
+// left alone (leaked), since the call may still use them; the proxy drops conn if the call ever returns.
+bool proxyRemove(ProxyConnection* conn, const std::chrono::steady_clock::time_point& deadline);
 // Waits until the connections have finished what kernels handed them (sends on the wire), so that
 // closing them loses nothing; false after `seconds` or when *abortFlag is set.
 bool proxyDrain(const std::vector<ProxyConnection*>& conns, double seconds, volatile uint32_t* abortFlag);

@@ -3,9 +3,11 @@
 #include <plexus/device/arch.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "bootstrap/socket.h"
 #include "comm/communicator.h"
+#include "health/health.h"
 #include "misc/check.h"
 #include "proxy/proxy.h"
 
@@ -45,10 +47,9 @@ void* commCtxOf(ncclComm* comm, const TransportPlugin* t) {
 // A proxy failure: the communicator's operations fail with it (the proxy also sets the abort flag).
 void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, const char* why) {
   auto* comm = (ncclComm*)owner;
-  setError(comm, result, "rank %d: the connection %s rank %d on channel %d failed: %s", comm->rank,
-           conn.isSend ? "to" : "from", conn.peer, conn.channel, why);
-  ncclResult_t expected = ncclSuccess;
-  comm->asyncError.compare_exchange_strong(expected, result);
+  // The peer's other partners may wait on ranks that are fine, for ever: tell every rank.
+  commFail(comm, result, true, "rank %d: the connection %s %s on channel %d failed: %s", comm->rank,
+           conn.isSend ? "to" : "from", describeRank(comm, conn.peer).c_str(), conn.channel, why);
 }
 
 }  // namespace
@@ -200,11 +201,20 @@ void transportFreeAll(ncclComm* comm) {
   if (!proxied.empty() && !proxyDrain(proxied, bootstrapTimeout(), &comm->abortFlag))
     WARN("rank %d: closing connections with data not yet delivered to their peers (aborted, or not delivered "
          "within %d s)", comm->rank, bootstrapTimeout());
+  // One deadline for all: a plugin call that blocks the proxy must not hold up an abort per connection.
+  const auto removeBy = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   for (Connection& conn : comm->channels.connections) {
     if (conn.proxy) {
-      proxyRemove(conn.proxy.get());
-      conn.proxy.reset();
       comm->proxyConnections--;
+      if (!proxyRemove(conn.proxy.get(), removeBy)) {
+        WARN("rank %d: the net plugin has not returned from a call for the connection %s rank %d (channel %d) "
+             "within 0.5 s; leaving the connection open and its memory allocated so the call can finish safely",
+             comm->rank, conn.isSend ? "to" : "from", conn.peer, conn.channel);
+        (void)conn.proxy.release();
+        conn.resources = nullptr;
+        continue;
+      }
+      conn.proxy.reset();
     }
     if (!conn.resources) continue;
     const plexusTransport_v1_t* api = conn.transport->api;

@@ -386,6 +386,13 @@ struct SendComm : DataComm {
     // A connect that failed or was abandoned (hs) carried no data.
     if (!hs && !abort)
       waitBounded(*worker, ucp_worker_flush_nbx(worker->get(), &param), sock, "send what it holds", peer);
+    if (abort && !knobs().peerErrorMode) {
+      // A flush-mode close towards a dead peer never completes, and UCX 1.13 then asserts in
+      // ucp_worker_destroy (ep refcount). Left alone, the endpoint goes with the worker, quietly.
+      UCX_INFO(NCCL_NET, "closing the connection to %s after a failure: its endpoint goes with the worker",
+               peer.c_str());
+      return;
+    }
     // Then the close starts and is left to UCX: forced where UCX allows it (the peer error mode: lanes discarded,
     // nothing sent), else in flush mode, which finishes inside UCX whenever the worker progresses next and the
     // peer has answered, or when the worker is destroyed. No callback: this comm's memory is gone by then.

@@ -11,6 +11,7 @@
 //   null-forever      isend always gives a NULL request
 //   max8              isend gives NULL while 8 sends are in flight (NCCL's old limit)
 //   never-done        test never reports a send done
+//   hang-test         the 20th test call never returns (a plugin that blocks the proxy thread)
 //   false-completion  test reports done (0 bytes) where the socket net reports a dead peer
 //   force-flush       claims forceFlush, so that the flush rule runs (over the socket net's iflush)
 #include <dlfcn.h>
@@ -80,6 +81,8 @@ ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles,
 ncclResult_t test(void* request, int* done, int* sizes) {
   static long calls = 0;
   if (is("crash-test") && ++calls == 10) raise(SIGSEGV);
+  if (is("hang-test") && ++calls >= 20)
+    for (;;) pause();
   if (finished.count(request)) return *done = 0, ncclSuccess;
   ncclResult_t r = sock->test(request, done, sizes);
   if (r != ncclSuccess && is("false-completion")) {

@@ -1,0 +1,459 @@
+#include "health/health.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <plexus/device/arch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "comm/communicator.h"
+#include "executor/host_executor.h"
+#include "executor/p2p.h"
+#include "misc/check.h"
+#include "misc/env.h"
+#include "planner/planner.h"
+
+namespace plexus {
+
+namespace {
+
+constexpr uint64_t kFaultMagic = 0x31304c46584c50ull;  // "PLXFL01"
+constexpr double kFaultSendSeconds = 0.5;
+constexpr uint64_t kProbeAfterNs = 1000000000ull;
+constexpr int kGraceTicks = 2;
+
+// What a rank that saw a failure sends to the fault port of every process of the communicator.
+struct FaultMessage {
+  uint64_t magic;
+  uint64_t commHash;
+  int32_t reporter;
+  int32_t lost;  // -1: not one rank
+  char why[496];
+};
+static_assert(sizeof(FaultMessage) == 520, "FaultMessage is a fixed-size wire record");
+
+// The start time of process pid, or 0 when it is gone (a zombie counts as gone: its memory is).
+uint64_t processStartTime(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (!p || p[1] != ' ') return 0;
+  p += 2;
+  if (*p == 'Z' || *p == 'X' || *p == 'x') return 0;
+  // starttime is field 22; p is at field 3.
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p) return 0;
+    p++;
+  }
+  return strtoull(p, nullptr, 10);
+}
+
+uint64_t pidNamespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+// Whether a process still listens on its fault port: a refused connection means it is gone (its host
+// answers for it). Unknown (a slow or unreachable host) counts as alive.
+bool faultPortRefuses(const SocketAddress& addr, int timeoutMs) {
+  int fd = socket(addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool refused = false;
+  if (connect(fd, &addr.sa, addressLength(addr)) < 0) {
+    if (errno == ECONNREFUSED) {
+      refused = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (poll(&p, 1, timeoutMs) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0)
+        refused = err == ECONNREFUSED;
+    }
+  }
+  close(fd);
+  return refused;
+}
+
+int signalPipe[2] = {-1, -1};
+
+void onReportSignal(int) {
+  const int saved = errno;
+  if (signalPipe[1] >= 0) (void)!write(signalPipe[1], "r", 1);
+  errno = saved;
+}
+
+std::string logPrefix(int rank) {
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid()) + " [" + std::to_string(rank) + "] PLEXUS ";
+}
+
+void printReport(const std::string& report, int rank, const char* why) {
+  // Printed whatever NCCL_DEBUG says: the user asked for it (signal) or the job just failed (timeout).
+  std::string out = logPrefix(rank) + "HANG REPORT (" + why + ")\n" + report;
+  fwrite(out.data(), 1, out.size(), stderr);
+  fflush(stderr);
+  INFO(NCCL_RAS, "hang report (%s):\n%s", why, report.c_str());
+}
+
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* w = new Watchdog();  // never destroyed: communicators may outlive static destructors
+    return *w;
+  }
+
+  const SocketAddress& faultAddr() const { return faultAddr_; }
+
+  void add(ncclComm* comm) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comms_.push_back(comm);
+  }
+  void remove(ncclComm* comm) {
+    std::lock_guard<std::mutex> lock(mu_);  // held by the watchdog while it looks at comms_
+    comms_.erase(std::remove(comms_.begin(), comms_.end(), comm), comms_.end());
+  }
+
+ private:
+  struct Pending {
+    Socket sock;
+    Deadline deadline;
+    FaultMessage msg;
+    size_t got = 0;
+  };
+
+  Watchdog() {
+    intervalMs_ = (int)std::clamp<int64_t>(envInt("WATCHDOG_MS", 100), 10, 10000);
+    SocketAddress addr{};
+    std::string ifName;
+    if (findInterface(&addr, &ifName) == ncclSuccess && listen_.listen(addr) == ncclSuccess)
+      faultAddr_ = listen_.addr();
+    else
+      INFO(NCCL_RAS, "no fault port: failures seen by other ranks reach this process only through its connections");
+    if (pipe2(signalPipe, O_CLOEXEC | O_NONBLOCK) == 0 && envInt("REPORT_SIGNAL", 1) != 0) {
+      // Only where the application left SIGUSR1 alone: its default would kill the process.
+      struct sigaction old {};
+      sigaction(SIGUSR1, nullptr, &old);
+      if (old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+        struct sigaction sa {};
+        sa.sa_handler = onReportSignal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR1, &sa, nullptr);
+      }
+    }
+    std::thread([this] { loop(); }).detach();
+  }
+
+  void loop() {
+    auto nextTick = std::chrono::steady_clock::now();
+    for (;;) {
+      std::vector<pollfd> pfds;
+      pfds.push_back({signalPipe[0], POLLIN, 0});
+      pfds.push_back({listen_.valid() ? listen_.fd() : -1, POLLIN, 0});
+      for (Pending& p : pending_) pfds.push_back({p.sock.fd(), POLLIN, 0});
+      const int waitMs = (int)std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(nextTick - std::chrono::steady_clock::now()).count());
+      if (poll(pfds.data(), pfds.size(), waitMs) < 0 && errno != EINTR) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(intervalMs_));
+        continue;
+      }
+      if (pfds[0].revents & POLLIN) {
+        char drain[64];
+        while (read(signalPipe[0], drain, sizeof drain) > 0) {
+        }
+        reportAll();
+      }
+      for (size_t i = 0; i < pending_.size(); i++)
+        if (pfds[i + 2].revents) readFault(pending_[i]);
+      if (pfds[1].revents & POLLIN) acceptFaults();
+      for (Pending& p : pending_)
+        if (p.sock.valid() && p.deadline.expired()) p.sock.close();  // silent or slow: dropped
+      std::erase_if(pending_, [](const Pending& p) { return !p.sock.valid(); });
+      if (std::chrono::steady_clock::now() >= nextTick) {
+        checkWaits();
+        nextTick = std::chrono::steady_clock::now() + std::chrono::milliseconds(intervalMs_);
+      }
+    }
+  }
+
+  // A channel that waits on a rank whose process is gone will wait forever: fail its communicator. A
+  // process of this machine is looked up by pid; one elsewhere is probed through its fault port once
+  // its wait has lasted kProbeAfterNs (the network alone may never tell: UCX and libfabric over TCP
+  // can leave a receive posted to a dead peer pending).
+  void checkWaits() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unordered_map<int, uint64_t> started;  // pid -> start time, looked up once per pass
+    const uint64_t now = dev::clockNs();
+    for (ncclComm* comm : comms_) {
+      if (comm->abortFlag || comm->state.load() != ncclComm::State::Ready) continue;
+      HealthState& h = *comm->health;
+      for (int c = 0; c < comm->channels.count; c++) {
+        const plexusDevChannel_v1_t& ch = comm->channels.dev[c];
+        const int peer = __atomic_load_n(&ch.waitPeer, __ATOMIC_RELAXED);
+        if (peer < 0 || peer >= comm->nRanks) continue;
+        const RankHealth& r = h.ranks[peer];
+        if (!h.watchable[peer]) {
+          const uint64_t since = __atomic_load_n(&ch.waitSince, __ATOMIC_RELAXED);
+          if (addressPort(r.faultAddr) == 0 || !since || now - since < kProbeAfterNs ||
+              now - h.lastProbe[peer] < kProbeAfterNs)
+            continue;
+          h.lastProbe[peer] = now;
+          if (!faultPortRefuses(r.faultAddr, 200)) continue;
+        } else {
+          auto it = started.find(r.pid);
+          if (it == started.end()) it = started.emplace(r.pid, processStartTime(r.pid)).first;
+          Suspect& sus = h.suspects[c];
+          if (it->second == r.startTime) {
+            sus = Suspect{};
+            continue;
+          }
+          // A peer that sent its last data and exited leaves waits that end on their own as soon as their
+          // thread runs again (or the proxy receives what is in flight): fail only a wait that has
+          // made no progress for kGraceTicks passes since the peer was seen gone.
+          const uint64_t since = __atomic_load_n(&ch.waitSince, __ATOMIC_RELAXED);
+          if (sus.peer != peer || sus.waitSince != since) {
+            sus = Suspect{peer, since, 0};
+            continue;
+          }
+          if (++sus.ticks < kGraceTicks) continue;
+        }
+        const bool send = __atomic_load_n(&ch.waitIsSend, __ATOMIC_RELAXED);
+        commFail(comm, ncclRemoteError, true,
+                 "rank %d: %s died: its process is gone (killed or exited) while channel %d waited to %s it. "
+                 "The communicator cannot complete operations any more: ncclCommAbort it, or ncclCommShrink it "
+                 "to the surviving ranks",
+                 comm->rank, describeRank(comm, peer).c_str(), c, send ? "send to" : "receive from");
+        break;
+      }
+    }
+  }
+
+  void acceptFaults() {
+    for (int i = 0; i < 64; i++) {  // bounded: a flood of connections cannot keep the watchdog here
+      Pending p{{}, Deadline::after(1.0), {}, 0};
+      bool accepted = false;
+      if (listen_.tryAccept(&p.sock, &accepted) != ncclSuccess || !accepted) return;
+      if (pending_.size() >= 256) return;  // p closes: more pending fault reports than ranks could send
+      pending_.push_back(std::move(p));
+    }
+  }
+
+  void readFault(Pending& p) {
+    ssize_t k = ::recv(p.sock.fd(), (char*)&p.msg + p.got, sizeof(p.msg) - p.got, MSG_DONTWAIT);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return p.sock.close();
+    if (k < 0) return;
+    p.got += (size_t)k;
+    if (p.got >= sizeof(uint64_t) && p.msg.magic != kFaultMagic) return p.sock.close();  // not ours
+    if (p.got < sizeof(p.msg)) return;
+    p.sock.close();
+    FaultMessage m = p.msg;
+    m.why[sizeof m.why - 1] = 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ncclComm* comm : comms_)
+      if (comm->commHash == m.commHash && m.reporter >= 0 && m.reporter < comm->nRanks && m.reporter != comm->rank)
+        commFail(comm, ncclRemoteError, false, "rank %d: %s reported a failure: %s", comm->rank,
+                 describeRank(comm, m.reporter).c_str(), m.why);
+  }
+
+  void reportAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ncclComm* comm : comms_) printReport(hangReport(comm), comm->rank, "SIGUSR1");
+  }
+
+  std::mutex mu_;
+  std::vector<ncclComm*> comms_;
+  Socket listen_;
+  SocketAddress faultAddr_{};
+  std::vector<Pending> pending_;
+  int intervalMs_ = 100;
+};
+
+// Tells every process of comm but the lost rank's that comm failed. Off the caller's thread: a dead
+// host can take the whole connect deadline.
+void notifyPeers(ncclComm* comm, int lost, const char* why) {
+  const HealthState* h = comm->health.get();
+  if (!h) return;
+  std::vector<SocketAddress> targets;
+  auto same = [](const SocketAddress& a, const SocketAddress& b) {
+    return addressLength(a) == addressLength(b) && memcmp(&a, &b, addressLength(a)) == 0;
+  };
+  for (int r = 0; r < comm->nRanks; r++) {
+    const SocketAddress& a = h->ranks[r].faultAddr;
+    if (addressPort(a) == 0 || (lost >= 0 && same(a, h->ranks[lost].faultAddr))) continue;
+    if (std::none_of(targets.begin(), targets.end(), [&](const SocketAddress& t) { return same(t, a); }))
+      targets.push_back(a);
+  }
+  FaultMessage m{};
+  m.magic = kFaultMagic;
+  m.commHash = comm->commHash;
+  m.reporter = comm->rank;
+  m.lost = lost;
+  memcpy(m.why, why, std::min(strlen(why), sizeof m.why - 1));  // cut to fit
+  std::thread([targets = std::move(targets), m] {
+    // All at once: a dead process refuses at once, but a dead host would hold up the ones behind it.
+    std::vector<pollfd> pfds;
+    for (const SocketAddress& a : targets) {
+      int fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      if (connect(fd, &a.sa, addressLength(a)) == 0 || errno == EINPROGRESS)
+        pfds.push_back({fd, POLLOUT, 0});
+      else
+        close(fd);
+    }
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(kFaultSendSeconds);
+    size_t left = pfds.size();
+    while (left > 0) {
+      const int ms = (int)std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now())
+                         .count();
+      if (ms <= 0 || poll(pfds.data(), pfds.size(), ms) <= 0) break;
+      for (pollfd& p : pfds) {
+        if (p.fd < 0 || !p.revents) continue;
+        int err = 0;
+        socklen_t len = sizeof err;
+        // The record fits in an empty socket buffer: one send, or nothing.
+        if (getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+          (void)!send(p.fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(p.fd);
+        p.fd = -1;
+        left--;
+      }
+    }
+    for (pollfd& p : pfds)
+      if (p.fd >= 0) close(p.fd);
+  }).detach();
+}
+
+}  // namespace
+
+ncclResult_t healthInit(ncclComm* comm) {
+  auto h = std::make_unique<HealthState>();
+  h->ranks.assign(comm->nRanks, RankHealth{});
+  RankHealth& me = h->ranks[comm->rank];
+  me.pid = getpid();
+  me.startTime = processStartTime(me.pid);
+  me.pidNs = pidNamespace();
+  me.machineHash = comm->peerInfo[comm->rank].machineHash;
+  me.faultAddr = Watchdog::get().faultAddr();
+  gethostname(me.host, sizeof me.host - 1);
+  NCCLCHECK(comm->bootstrap->allGather(h->ranks.data(), sizeof(RankHealth)));
+  h->watchable.assign(comm->nRanks, 0);
+  h->lastProbe.assign(comm->nRanks, 0);
+  h->suspects.assign(comm->channels.count, Suspect{});
+  for (int r = 0; r < comm->nRanks; r++) {
+    const RankHealth& p = h->ranks[r];
+    h->watchable[r] = p.machineHash == me.machineHash && p.pidNs == me.pidNs && p.pidNs != 0 && p.pid != me.pid &&
+                      p.startTime != 0;
+  }
+  comm->health = std::move(h);
+  Watchdog::get().add(comm);
+  return ncclSuccess;
+}
+
+void healthFinalize(ncclComm* comm) {
+  if (comm->health) Watchdog::get().remove(comm);
+}
+
+void commFail(ncclComm* comm, ncclResult_t result, bool notify, const char* fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ncclResult_t expected = ncclSuccess;
+  const bool first = comm->asyncError.compare_exchange_strong(expected, result);
+  if (first)
+    setError(comm, result, "%s", msg);
+  else
+    INFO(NCCL_RAS, "%s (the communicator had failed already)", msg);
+  __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+  if (first && notify) notifyPeers(comm, -1, msg);
+}
+
+std::string describeRank(const ncclComm* comm, int rank) {
+  std::string s = "rank " + std::to_string(rank);
+  if (comm->health && rank >= 0 && rank < comm->nRanks) {
+    const RankHealth& r = comm->health->ranks[rank];
+    s += " (pid " + std::to_string(r.pid) + " on " + r.host + ")";
+  }
+  return s;
+}
+
+std::string hangReport(const ncclComm* comm) {
+  char line[512];
+  snprintf(line, sizeof line, "  comm %p%s%s commId 0x%llx rank %d of %d, %s, timeout %s\n", (const void*)comm,
+           comm->options.name.empty() ? "" : " ", comm->options.name.c_str(), (unsigned long long)comm->commHash,
+           comm->rank, comm->nRanks,
+           comm->asyncError.load() != ncclSuccess ? ncclGetErrorString(comm->asyncError.load()) : "no error",
+           comm->devComm.timeoutNs ? (std::to_string(comm->devComm.timeoutNs / 1000000) + " ms").c_str() : "off");
+  std::string out = line;
+  if (comm->state.load() != ncclComm::State::Ready) return out + "  (not initialised: no operation runs)\n";
+  const uint64_t now = dev::clockNs();
+  for (int c = 0; c < comm->channels.count; c++) {
+    const plexusDevChannel_v1_t& ch = comm->channels.dev[c];
+    std::string what = "idle";
+    if (comm->executor) {
+      const HostExecutor::Activity& a = comm->executor->activity(c);
+      const bool running = a.running.load(std::memory_order_acquire);
+      if (running || (ch.status != PLEXUS_CHANNEL_OK && a.count.load() + a.opSeq.load() != 0)) {
+        const int algo = a.algorithm.load();
+        snprintf(line, sizeof line, "%s %s opSeq %llu (%llu x %s, %s)", running ? "running" : "stopped in",
+                 funcName((ncclFunc_t)a.func.load()),
+                 (unsigned long long)a.opSeq.load(), (unsigned long long)a.count.load(),
+                 typeName((ncclDataType_t)a.datatype.load()),
+                 algo == kAlgoCoreP2p                ? "point-to-point"
+                 : algo < (int)comm->algos.size() ? comm->algos[algo].plugin->name.c_str()
+                                                  : "?");
+        what = line;
+      }
+    }
+    std::string wait;
+    const int peer = __atomic_load_n(&ch.waitPeer, __ATOMIC_RELAXED);
+    if (peer >= 0 && peer < comm->nRanks) {
+      const bool send = __atomic_load_n(&ch.waitIsSend, __ATOMIC_RELAXED);
+      const uint64_t since = __atomic_load_n(&ch.waitSince, __ATOMIC_RELAXED);
+      snprintf(line, sizeof line, "; waiting %.1f s to %s %s", since && now > since ? (now - since) / 1e9 : 0.0,
+               send ? "send to" : "receive from", describeRank(comm, peer).c_str());
+      wait = line;
+      const plexusDevConnector_v1_t& conn = send ? ch.peers[peer].send : ch.peers[peer].recv;
+      if (conn.connected && conn.conn.head && conn.conn.tail) {
+        // tail: steps the sender published; head: steps the receiver consumed (the step waited on is the next).
+        snprintf(line, sizeof line, " (connection steps: %llu sent, %llu consumed)",
+                 (unsigned long long)*conn.conn.tail, (unsigned long long)*conn.conn.head);
+        wait += line;
+      }
+    }
+    const int status = ch.status;
+    snprintf(line, sizeof line, "  channel %d: %s%s%s\n", c, what.c_str(), wait.c_str(),
+             status == PLEXUS_CHANNEL_TIMEOUT ? " [timed out]" : status == PLEXUS_CHANNEL_ABORTED ? " [aborted]" : "");
+    out += line;
+  }
+  return out;
+}
+
+void reportHangOnce(ncclComm* comm, const char* why) {
+  if (!comm->health || comm->health->reported.exchange(true)) return;
+  printReport(hangReport(comm), comm->rank, why);
+}
+
+}  // namespace plexus

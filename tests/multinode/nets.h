@@ -1,0 +1,38 @@
+// The nets the multinode tests run over: the built-in socket net and each net plugin that was built,
+// every one on loopback only.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nets {
+
+// Which net carries the traffic between nodes: "socket" (built in) or a plugin file that must exist.
+struct Net {
+  std::string name;        // NCCL_NET_PLUGIN's value
+  std::string pluginFile;  // the file it must find; empty: built in
+  // The transport the plugin's library should use, on loopback only.
+  std::vector<std::pair<const char*, const char*>> env;
+};
+
+inline bool available(const Net& n) { return n.pluginFile.empty() || access(n.pluginFile.c_str(), R_OK) == 0; }
+
+inline std::string inPluginDir(const char* file) {
+  const char* dir = getenv("PLEXUS_PLUGIN_PATH");
+  return std::string(dir ? dir : ".") + "/" + file;
+}
+
+// A net plugin of the test tree (tests/plugins, tools/plexus-net-check/test).
+inline std::string testPlugin(const std::string& name) {
+  return std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libnccl-net-" + name + ".so";
+}
+
+inline const Net kSocket{"socket", "", {}};
+inline const Net kUcx{"ucx", inPluginDir("libnccl-net-ucx.so"), {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
+inline const Net kOfi{"ofi", inPluginDir("libnccl-net-ofi.so"), {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
+
+}  // namespace nets
