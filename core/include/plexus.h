@@ -76,6 +76,9 @@ ncclResult_t plexusCommSetTimeout(ncclComm_t comm, double seconds);
 /* The hang report of a communicator (what each channel runs and on which rank it waits), as printed on
  * a timeout and on SIGUSR1, NUL-terminated and cut to size bytes. */
 ncclResult_t plexusCommHangReport(ncclComm_t comm, char* report, size_t size);
+/* After a failure: a rank known to be gone (its process died), so that the survivors can
+ * ncclCommShrink it away; -1 when the failure names none (a timeout, a broken connection). */
+ncclResult_t plexusCommFailedRank(ncclComm_t comm, int* rank);
 
 #ifdef __cplusplus
 }

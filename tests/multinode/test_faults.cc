@@ -198,6 +198,47 @@ TEST_CASE("faults: kill -9 of a random rank mid-operation fails every survivor's
   runKinds(trialsWanted(2));
 }
 
+namespace {
+
+// The last rank dies in the second AllReduce; the survivors learn which rank it was, shrink it away
+// and carry on over the new communicator.
+long shrinkScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  std::vector<float> buf(1 << 16, 1.0f);
+  const int victim = nranks - 1;
+  for (int i = 0; i < 100; i++) {
+    ncclResult_t r = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream);
+    if (rank == victim && i == 1) raise(SIGKILL);
+    if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+    if (r != ncclSuccess) break;
+  }
+  int lost = -1;
+  plexusCommFailedRank(comm, &lost);
+  if (lost != victim) {
+    fprintf(stderr, "rank %d: plexusCommFailedRank says %d, not %d (%s)\n", rank, lost, victim,
+            ncclGetLastError(comm));
+    return 1;
+  }
+  ncclComm_t child = nullptr;
+  CHECK_NCCL(ncclCommShrink(comm, &lost, 1, &child, nullptr, NCCL_SHRINK_ABORT));
+  int n = 0;
+  CHECK_NCCL(ncclCommCount(child, &n));
+  std::fill(buf.begin(), buf.end(), 1.0f);
+  CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, child, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  long bad = n != nranks - 1;
+  for (float v : buf) bad += v != (float)(nranks - 1);
+  ncclCommDestroy(child);
+  ncclCommAbort(comm);
+  _exit(bad ? 1 : 0);
+}
+const harness::Scenario kShrink("fault-shrink", shrinkScenario);
+
+}  // namespace
+
+TEST_CASE("faults: the survivors of a dead rank shrink it away and carry on") {
+  CHECK(harness::runProcesses("fault-shrink", 4, 60) == 1);  // the victim's SIGKILL
+}
+
 // ------------------------------------------------------------------------------------------------
 // Timeouts and hang reports.
 

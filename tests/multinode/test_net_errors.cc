@@ -94,6 +94,14 @@ TEST_CASE("net errors: a plugin that never completes a send fails the operation 
   CHECK(harness::runProcesses("net-plugin-stuck", 2, 120, 1) == 0);
 }
 
+TEST_CASE("net errors: a plugin that gives NULL requests for ever fails the operation after PLEXUS_NET_TIMEOUT") {
+  matrix::ScopedEnv env;
+  env.set("NCCL_NET_PLUGIN", nets::testPlugin("defective").c_str());
+  env.set("NETCHECK_DEFECT", "null-forever");
+  env.set("PLEXUS_NET_TIMEOUT", "2");
+  CHECK(harness::runProcesses("net-plugin-stuck", 2, 120, 1) == 0);
+}
+
 TEST_CASE("net errors: a plugin whose isend fails fails the operation, naming plugin, device and peer") {
   matrix::ScopedEnv env;
   env.set("NCCL_NET_PLUGIN", nets::testPlugin("defective").c_str());

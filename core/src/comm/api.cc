@@ -252,3 +252,10 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommHangRep
   snprintf(report, size, "%s", r.c_str());
   return ncclSuccess;
 }
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommFailedRank(ncclComm_t comm, int* rank) {
+  NCCLCHECK(checkComm(comm, "plexusCommFailedRank", false));
+  if (!rank) return setError(comm, ncclInvalidArgument, "plexusCommFailedRank: rank is NULL");
+  *rank = comm->health ? comm->health->lostRank.load() : -1;
+  return ncclSuccess;
+}

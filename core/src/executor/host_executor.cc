@@ -84,7 +84,7 @@ ncclResult_t HostExecutor::runChannel(int channel, uint32_t first, uint32_t n) {
       if (ch.status == PLEXUS_CHANNEL_TIMEOUT) {
         // Keep the channel's wait for the report; the first channel to time out prints it.
         act.running.store(true, std::memory_order_release);
-        commFail(comm_, ncclTimeout, false,
+        commFail(comm_, ncclTimeout, false, -1,
                  "rank %d: %s opSeq %llu (%llu x %s) timed out after %.1f s on channel %d (%s) waiting to %s %s. "
                  "Every rank printed a hang report: the rank that is not waiting on anyone, or that every chain of "
                  "waits ends at, is the stuck one. Raise PLEXUS_TIMEOUT (seconds; 0: wait forever) if it is "

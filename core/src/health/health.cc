@@ -206,7 +206,10 @@ class Watchdog {
     std::unordered_map<int, uint64_t> started;  // pid -> start time, looked up once per pass
     const uint64_t now = dev::clockNs();
     for (ncclComm* comm : comms_) {
-      if (comm->abortFlag || comm->state.load() != ncclComm::State::Ready) continue;
+      // A failed or revoked communicator waits on nobody any more (stale wait fields aside).
+      if (comm->abortFlag || comm->state.load() != ncclComm::State::Ready || comm->revoked ||
+          comm->asyncError.load() != ncclSuccess)
+        continue;
       HealthState& h = *comm->health;
       for (int c = 0; c < comm->channels.count; c++) {
         const plexusDevChannel_v1_t& ch = comm->channels.dev[c];
@@ -239,7 +242,7 @@ class Watchdog {
           if (++sus.ticks < kGraceTicks) continue;
         }
         const bool send = __atomic_load_n(&ch.waitIsSend, __ATOMIC_RELAXED);
-        commFail(comm, ncclRemoteError, true,
+        commFail(comm, ncclRemoteError, true, peer,
                  "rank %d: %s died: its process is gone (killed or exited) while channel %d waited to %s it. "
                  "The communicator cannot complete operations any more: ncclCommAbort it, or ncclCommShrink it "
                  "to the surviving ranks",
@@ -272,7 +275,7 @@ class Watchdog {
     std::lock_guard<std::mutex> lock(mu_);
     for (ncclComm* comm : comms_)
       if (comm->commHash == m.commHash && m.reporter >= 0 && m.reporter < comm->nRanks && m.reporter != comm->rank)
-        commFail(comm, ncclRemoteError, false, "rank %d: %s reported a failure: %s", comm->rank,
+        commFail(comm, ncclRemoteError, false, m.lost, "rank %d: %s reported a failure: %s", comm->rank,
                  describeRank(comm, m.reporter).c_str(), m.why);
   }
 
@@ -374,20 +377,26 @@ void healthFinalize(ncclComm* comm) {
   if (comm->health) Watchdog::get().remove(comm);
 }
 
-void commFail(ncclComm* comm, ncclResult_t result, bool notify, const char* fmt, ...) {
+void commFail(ncclComm* comm, ncclResult_t result, bool notify, int lost, const char* fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (lost >= 0 && lost < comm->nRanks && comm->health) {
+    int none = -1;
+    comm->health->lostRank.compare_exchange_strong(none, lost);
+  }
   ncclResult_t expected = ncclSuccess;
-  const bool first = comm->asyncError.compare_exchange_strong(expected, result);
-  if (first)
-    setError(comm, result, "%s", msg);
-  else
+  if (!comm->asyncError.compare_exchange_strong(expected, result)) {
+    // Already failed: the abort flag is left alone, since ncclCommShrink may have lowered it to reuse
+    // the bootstrap.
     INFO(NCCL_RAS, "%s (the communicator had failed already)", msg);
+    return;
+  }
+  setError(comm, result, "%s", msg);
   __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
-  if (first && notify) notifyPeers(comm, -1, msg);
+  if (notify) notifyPeers(comm, lost, msg);
 }
 
 std::string describeRank(const ncclComm* comm, int rank) {

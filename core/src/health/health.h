@@ -47,6 +47,7 @@ struct HealthState {
   std::vector<uint64_t> lastProbe;   // [rank]: when the watchdog last probed its fault port (ns)
   std::vector<Suspect> suspects;     // [channel]
   std::atomic<bool> reported{false};
+  std::atomic<int> lostRank{-1};  // the first rank known to be gone
 };
 
 // Exchanges what the watchdog needs to know of every rank and starts watching comm (end of init).
@@ -54,11 +55,11 @@ ncclResult_t healthInit(ncclComm* comm);
 // Stops watching comm; once it returns the watchdog no longer touches it.
 void healthFinalize(ncclComm* comm);
 
-// Fails comm for good: records the message (ncclGetLastError), sets asyncError when none is set yet
-// and the abort flag, so that every wait ends. With notify, the process of every other rank hears of
-// it too. Safe from any thread; only the first failure is kept and reported.
-void commFail(ncclComm* comm, ncclResult_t result, bool notify, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+// Fails comm for good: the first failure records the message (ncclGetLastError), sets asyncError and
+// the abort flag, so that every wait ends, and with notify tells the process of every other rank. Later
+// ones are logged only. lost: the rank known to be gone (plexusCommFailedRank), or -1. Any thread.
+void commFail(ncclComm* comm, ncclResult_t result, bool notify, int lost, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 // "rank 3 (pid 1234 on host-a)": a rank as a person looking for it needs it.
 std::string describeRank(const ncclComm* comm, int rank);

@@ -48,7 +48,7 @@ void* commCtxOf(ncclComm* comm, const TransportPlugin* t) {
 void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, const char* why) {
   auto* comm = (ncclComm*)owner;
   // The peer's other partners may wait on ranks that are fine, for ever: tell every rank.
-  commFail(comm, result, true, "rank %d: the connection %s %s on channel %d failed: %s", comm->rank,
+  commFail(comm, result, true, -1, "rank %d: the connection %s %s on channel %d failed: %s", comm->rank,
            conn.isSend ? "to" : "from", describeRank(comm, conn.peer).c_str(), conn.channel, why);
 }
 

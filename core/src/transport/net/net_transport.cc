@@ -77,6 +77,8 @@ struct NetConn {
   uint64_t posted = 0, completed = 0, released = 0;
   void* requests[PLEXUS_STEPS] = {};
   Clock::time_point oldestSince{};  // when the oldest incomplete request was posted
+  Clock::time_point refusedSince{};  // when the plugin began to give NULL requests for what waits to be posted
+  bool refusing = false;
 
   const NetPlugin& plugin() const { return *net->plugin; }
   std::string where() const {
@@ -308,6 +310,27 @@ ncclResult_t stalled(const NetConn& c, char* error, int errorLen) {
   return ncclSystemError;
 }
 
+// A NULL request means "full, ask again"; one that lasts PLEXUS_NET_TIMEOUT with nothing of ours in
+// flight is a plugin that never takes the request.
+ncclResult_t refused(NetConn* c, bool gotRequest, char* error, int errorLen) {
+  if (gotRequest) {
+    c->refusing = false;
+    return ncclSuccess;
+  }
+  if (!c->refusing) {
+    c->refusing = true;
+    c->refusedSince = Clock::now();
+  }
+  if (requestTimeout() <= 0 ||
+      std::chrono::duration<double>(Clock::now() - c->refusedSince).count() <= requestTimeout())
+    return ncclSuccess;
+  snprintf(error, errorLen, "%s: the plugin has answered every %s with a NULL request for %.0f s "
+           "(PLEXUS_NET_TIMEOUT) while none of ours was in flight; the plugin is stuck",
+           c->where().c_str(), c->isSend ? "isend" : "irecv", requestTimeout());
+  WARN("net transport: rank %d: %s", c->self, error);
+  return ncclSystemError;
+}
+
 ncclResult_t failed(const NetConn& c, ncclResult_t r, const char* what, char* error, int errorLen) {
   snprintf(error, errorLen, "%s: %s failed with %s", c.where().c_str(), what, ncclGetErrorString(r));
   WARN("net transport: rank %d: %s", c.self, error);
@@ -327,6 +350,7 @@ ncclResult_t sendProgress(NetConn* c, int* idle, char* error, int errorLen) {
     void* req = nullptr;
     ncclResult_t r = api.isend(c->comm, c->buff + (size_t)slot * c->stepSize, (size_t)size, c->self, c->mhandle, &req);
     if (r != ncclSuccess) return failed(*c, r, "isend", error, errorLen);
+    if (c->completed == c->posted) NCCLCHECK(refused(c, req != nullptr, error, errorLen));
     if (!req) break;  // the plugin is full: try again later
     if (c->posted == c->completed) c->oldestSince = Clock::now();
     c->requests[slot] = req;
@@ -382,6 +406,7 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
     void* req = nullptr;
     ncclResult_t r = api.irecv(c->comm, 1, &data, &size, &tag, &c->mhandle, &req);
     if (r != ncclSuccess) return failed(*c, r, "irecv", error, errorLen);
+    if (c->completed == c->posted) NCCLCHECK(refused(c, req != nullptr, error, errorLen));
     if (!req) break;
     c->requests[slot] = req;
     c->posted++;
