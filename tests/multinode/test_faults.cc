@@ -435,6 +435,32 @@ TEST_CASE("faults: ncclCommAbort from another thread returns within 1 s, during 
   CHECK(worst < 1.0);
 }
 
+TEST_CASE("faults: ncclCommAbort inside a group drops the group's operations of that communicator") {
+  std::vector<ncclComm_t> comms(2);
+  REQUIRE(ncclCommInitAll(comms.data(), 2, nullptr) == ncclSuccess);
+  std::vector<std::thread> ranks;
+  std::vector<ncclResult_t> ends(2, ncclInternalError);
+  std::vector<double> took(2, 0);
+  for (int r = 0; r < 2; r++)
+    ranks.emplace_back([&, r] {
+      cudaStream_t s;
+      plexusStreamCreate(&s);
+      std::vector<float> buf(4096, 1.0f);
+      ncclGroupStart();
+      ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comms[r], s);
+      const auto t0 = std::chrono::steady_clock::now();
+      ncclCommAbort(comms[r]);
+      took[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ends[r] = ncclGroupEnd();  // nothing left to launch: the aborted communicator is out of the group
+      plexusStreamDestroy(s);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; r++) {
+    CHECK(ends[r] == ncclSuccess);
+    CHECK(took[r] < 1.0);
+  }
+}
+
 TEST_CASE("faults: ncclCommAbort returns within 1 s while the proxy is blocked inside a net plugin call") {
   matrix::ScopedEnv env;
   env.set("NCCL_NET_PLUGIN", nets::testPlugin("defective").c_str());

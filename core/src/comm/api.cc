@@ -102,6 +102,7 @@ static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
     if (comm->bootstrap) comm->bootstrap->abort();
   }
   if (comm->executor) comm->executor->waitIdle();
+  groupForget(comm);
   commRegister(comm, false);
   commFree(comm);
   delete comm;

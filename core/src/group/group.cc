@@ -30,6 +30,11 @@ ncclResult_t groupEndImpl(float* simulatedUs);
 
 void groupAddInit(ncclComm* comm) { groupInits.push_back(comm); }
 
+void groupForget(ncclComm* comm) {
+  std::erase(groupComms, comm);
+  std::erase(groupInits, comm);
+}
+
 void groupAddJob(std::function<ncclResult_t()> job) {
   auto result = std::make_shared<ncclResult_t>(ncclInProgress);
   std::thread t([job = std::move(job), result] { *result = job(); });
@@ -67,8 +72,16 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
   }
   std::vector<ncclComm*> inits;
   inits.swap(groupInits);
+  // A communicator aborted or destroyed by another thread inside the group is gone: skip it.
+  auto gone = [&](ncclComm* comm) {
+    if (commIsLive(comm)) return false;
+    if (result == ncclSuccess)
+      result = setError(nullptr, ncclInvalidUsage, "ncclGroupEnd: communicator %p of this group was destroyed or "
+                        "aborted before the group ended; its operations are dropped", (void*)comm);
+    return true;
+  };
   for (ncclComm* comm : inits) {
-    if (!comm->blocking) continue;  // the application polls ncclCommGetAsyncError
+    if (gone(comm) || !comm->blocking) continue;  // nonblocking: the application polls ncclCommGetAsyncError
     comm->initThread.join();
     if (comm->state != ncclComm::State::Ready && result == ncclSuccess) result = comm->asyncError.load();
   }
@@ -80,6 +93,7 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
   groupError = ncclSuccess;
   float slowest = 0;
   for (ncclComm* comm : comms) {
+    if (gone(comm)) continue;
     comm->inGroup = false;
     if (result != ncclSuccess) {
       comm->tasks.clear();  // an operation of the group was refused: launch none of it

@@ -41,6 +41,8 @@ void groupRecordError(ncclResult_t error);
 // outermost ncclGroupEnd waits for it (unless it is nonblocking), as NCCL lets one thread create
 // several communicators between ncclGroupStart and ncclGroupEnd.
 void groupAddInit(ncclComm* comm);
+// Drops comm from this thread's open group (ncclCommAbort / ncclCommDestroy inside a group).
+void groupForget(ncclComm* comm);
 
 // Work of a collective management call made inside a group that has no communicator of its own to
 // carry it (ncclCommSplit with NCCL_SPLIT_NOCOLOR still takes part in the parent's exchange): it runs
