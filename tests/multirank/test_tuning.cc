@@ -257,6 +257,24 @@ TEST_CASE("tuning: an NCCL tuner plugin (v2..v6) decides what runs when no rule 
   unsetenv("PLEXUS_MIN_NCHANNELS");
 }
 
+TEST_CASE("tuning: a tuner plugin that answers nonsense (indices out of range, NaN, negative cells and channels) "
+          "cannot derail an operation") {
+  const std::string dir = std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/";
+  setenv("PLEXUS_TEST_TUNER", "nonsense,ll,1", 1);
+  for (int v = 2; v <= 6; v++) {
+    CAPTURE(v);
+    setenv("NCCL_TUNER_PLUGIN", (dir + "libnccl-tuner-test-v" + std::to_string(v) + ".so").c_str(), 1);
+    CHECK(harness::runThreads(2, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            plexusDecision_t d;
+            long bad = allReduceOnce(comm, stream, rank, nranks, 3000, &d);
+            if (d.nChannels < 1) bad++;
+            return bad;
+          }) == 0);
+  }
+  unsetenv("NCCL_TUNER_PLUGIN");
+  unsetenv("PLEXUS_TEST_TUNER");
+}
+
 TEST_CASE("tuning: tuner-csv (NCCL_TUNER_PLUGIN=csv) reads NCCL's CSV format and its rows decide") {
   char p[] = "/tmp/plexus-tuner-csv-XXXXXX";
   close(mkstemp(p));

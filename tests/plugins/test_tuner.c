@@ -2,10 +2,11 @@
  * ncclTunerPlugin_v<N>) and once per defect (BAD_missing_symbol, BAD_null_getCollInfo, BAD_init_error).
  *
  * What it answers comes from PLEXUS_TEST_TUNER, read at init: "<algo>,<proto>,<channels>[,<chunk>]",
- * algo tree|ring|keep|ignoreall|fail, proto ll|ll128|simple; default "ring,ll,2". It forces
+ * algo tree|ring|keep|ignoreall|fail|nonsense, proto ll|ll128|simple; default "ring,ll,2". It forces
  * (algo, proto) by writing 0.0 into its cell (v2: by naming it), sets *nChannels, and with v6 sets the
  * chunk. "keep" leaves the table alone; "ignoreall" sets every cell to IGNORE; "fail" makes getCollInfo
- * return an error. With PLEXUS_TEST_TUNER_LOG set, init and finalize append a line to that file. */
+ * return an error; "nonsense" answers what no tuner should: an algorithm and protocol outside NCCL's
+ * tables (v2), NaN and negative cells (v3+), a negative channel count. With PLEXUS_TEST_TUNER_LOG set, init and finalize append a line to that file. */
 #include <plexus/tuner.h>
 
 #include <stdio.h>
@@ -20,7 +21,7 @@ typedef struct {
   size_t nRanks, nNodes;
 } Context;
 
-enum { KEEP = -2, IGNORE_ALL = -3, FAIL = -4 };
+enum { KEEP = -2, IGNORE_ALL = -3, FAIL = -4, NONSENSE = -5 };
 
 __attribute__((unused)) static void logLine(const char* what, const Context* ctx) {
   const char* path = getenv("PLEXUS_TEST_TUNER_LOG");
@@ -49,6 +50,7 @@ static ncclResult_t start(size_t nRanks, size_t nNodes, void** context) {
               : !strcmp(algo, "ring")      ? NCCL_ALGO_RING
               : !strcmp(algo, "ignoreall") ? IGNORE_ALL
               : !strcmp(algo, "fail")      ? FAIL
+              : !strcmp(algo, "nonsense")  ? NONSENSE
                                            : KEEP;
   ctx->proto = !strcmp(proto, "ll") ? NCCL_PROTO_LL : !strcmp(proto, "ll128") ? NCCL_PROTO_LL128 : NCCL_PROTO_SIMPLE;
   ctx->nChannels = channels;
@@ -70,6 +72,12 @@ __attribute__((unused)) static ncclResult_t answer(void* context, float** collCo
   Context* ctx = (Context*)context;
   float (*table)[NCCL_NUM_PROTOCOLS] = (float (*)[NCCL_NUM_PROTOCOLS])collCostTable;
   if (ctx->algo == FAIL) return ncclInternalError;
+  if (ctx->algo == NONSENSE) {
+    for (int a = 0; a < numAlgo; a++)
+      for (int p = 0; p < numProto; p++) table[a][p] = (a + p) % 2 ? -5.0f : 0.0f / 0.0f;
+    *nChannels = -7;
+    return ncclSuccess;
+  }
   if (ctx->algo == IGNORE_ALL)
     for (int a = 0; a < numAlgo; a++)
       for (int p = 0; p < numProto; p++) table[a][p] = NCCL_ALGO_PROTO_IGNORE;
@@ -89,6 +97,12 @@ static ncclResult_t getCollInfo2(void* context, ncclFunc_t f, size_t n, int coll
   Context* ctx = (Context*)context;
   if (collNet || nvls) return ncclInvalidArgument; /* Plexus has neither */
   if (ctx->algo == FAIL) return ncclInternalError;
+  if (ctx->algo == NONSENSE) {
+    *algo = 99;
+    *proto = -7;
+    *nChannels = -7;
+    return ncclSuccess;
+  }
   if (ctx->algo >= 0) {
     *algo = ctx->algo;
     *proto = ctx->proto;

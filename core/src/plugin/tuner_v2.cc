@@ -4,6 +4,10 @@
 // cell is IGNORE (the pair cannot run; the default choice stands).
 #include "plugin/tuner.h"
 
+#include <atomic>
+
+#include "misc/debug.h"
+
 namespace plexus {
 
 namespace {
@@ -25,15 +29,22 @@ class TunerV2 final : public TunerApi {
     ncclResult_t r = t_->getCollInfo(ctx, func, nBytes, collNetSupport, nvlsSupport, numPipeOps, &algo, &proto,
                                      nChannels);
     if (r != ncclSuccess) return r;
-    if (algo >= 0 && algo < NCCL_NUM_ALGORITHMS && proto >= 0 && proto < NCCL_NUM_PROTOCOLS &&
-        table[algo][proto] != NCCL_ALGO_PROTO_IGNORE)
-      table[algo][proto] = 0.0f;
+    const bool unset = algo == NCCL_ALGO_UNDEF && proto == NCCL_PROTO_UNDEF;
+    if (algo >= 0 && algo < NCCL_NUM_ALGORITHMS && proto >= 0 && proto < NCCL_NUM_PROTOCOLS) {
+      if (table[algo][proto] != NCCL_ALGO_PROTO_IGNORE) table[algo][proto] = 0.0f;
+    } else if (!unset && !warned_.exchange(true)) {
+      // NCCL ignores such an answer too; say so once instead of silently.
+      WARN("tuner plugin (ncclTunerPlugin_v2): getCollInfo named algorithm %d, protocol %d, outside NCCL's "
+           "tables [0, %d) x [0, %d); the answer is ignored and the cost model decides", algo, proto,
+           NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS);
+    }
     return ncclSuccess;
   }
   ncclResult_t finalize(void* ctx) const override { return t_->destroy(ctx); }
 
  private:
   const ncclTuner_v2_t* t_;
+  mutable std::atomic<bool> warned_{false};
 };
 
 }  // namespace
