@@ -11,6 +11,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -466,4 +467,39 @@ TEST_CASE("faults: ncclCommAbort returns within 1 s while the proxy is blocked i
   env.set("NCCL_NET_PLUGIN", nets::testPlugin("defective").c_str());
   env.set("NETCHECK_DEFECT", "hang-test");
   CHECK(harness::runProcesses("fault-abort-stuck-proxy", 2, 60, 1) == 0);
+}
+
+// fork() without exec after communicators existed: the children's communicators need a watchdog and a
+// proxy of their own (the parent's threads did not come along), and the parent's stay the parent's.
+TEST_CASE("faults: children forked after a communicator existed get a watchdog of their own") {
+  CHECK(harness::runThreads(2, [](int, int, ncclComm_t, cudaStream_t) { return 0L; }) == 0);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);  // its root thread serves the children from here
+  std::vector<pid_t> kids;
+  for (int r = 0; r < 2; r++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);  // bounded, whatever happens
+      plexusSetDevice(r);
+      ncclComm_t comm;
+      cudaStream_t s;
+      if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess || plexusStreamCreate(&s) != ncclSuccess) _exit(2);
+      if (r == 1) {
+        usleep(200000);
+        raise(SIGKILL);  // the survivor must hear of it through its own watchdog
+      }
+      std::vector<float> buf(1 << 16, 1.0f);
+      ncclResult_t e = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, s);
+      if (e == ncclSuccess) e = plexusStreamSynchronize(s);
+      const bool named = strstr(ncclGetLastError(comm), "rank 1 (pid ") != nullptr;
+      if (e == ncclSuccess || !named) fprintf(stderr, "forked rank 0: %s\n", ncclGetLastError(comm));
+      _exit(e != ncclSuccess && named ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  int status = 0;
+  waitpid(kids[0], &status, 0);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  waitpid(kids[1], &status, 0);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -118,9 +119,20 @@ void printReport(const std::string& report, int rank, const char* why) {
 
 class Watchdog {
  public:
+  // Never destroyed: communicators may outlive static destructors. A child of fork() starts afresh,
+  // with a thread and a fault port of its own (the parent's thread did not come along).
   static Watchdog& get() {
-    static Watchdog* w = new Watchdog();  // never destroyed: communicators may outlive static destructors
-    return *w;
+    static std::mutex made;
+    static const int registered = pthread_atfork(nullptr, nullptr, [] {
+      if (Watchdog* w = instance.load()) w->listen_.close();  // the parent's port stays the parent's
+      instance = nullptr;
+    });
+    (void)registered;
+    Watchdog* w = instance.load(std::memory_order_acquire);
+    if (w) return *w;
+    std::lock_guard<std::mutex> lock(made);
+    if (!instance.load()) instance.store(new Watchdog(), std::memory_order_release);
+    return *instance.load();
   }
 
   const SocketAddress& faultAddr() const { return faultAddr_; }
@@ -284,6 +296,7 @@ class Watchdog {
     for (ncclComm* comm : comms_) printReport(hangReport(comm), comm->rank, "SIGUSR1");
   }
 
+  static inline std::atomic<Watchdog*> instance{nullptr};
   std::mutex mu_;
   std::vector<ncclComm*> comms_;
   Socket listen_;

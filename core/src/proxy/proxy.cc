@@ -1,5 +1,6 @@
 #include "proxy/proxy.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -17,9 +18,17 @@ namespace {
 
 class Proxy {
  public:
+  // Never destroyed: connections may be freed during exit. A child of fork() starts afresh: the
+  // parent's thread did not come along, and its mutex may have been held.
   static Proxy& get() {
-    static Proxy* p = new Proxy();  // never destroyed: connections may be freed during exit
-    return *p;
+    static std::mutex made;
+    static const int registered = pthread_atfork(nullptr, nullptr, [] { instance = nullptr; });
+    (void)registered;
+    Proxy* p = instance.load(std::memory_order_acquire);
+    if (p) return *p;
+    std::lock_guard<std::mutex> lock(made);
+    if (!instance.load()) instance.store(new Proxy(), std::memory_order_release);
+    return *instance.load();
   }
 
   void add(ProxyConnection* c) {
@@ -110,6 +119,7 @@ class Proxy {
     }
   }
 
+  static inline std::atomic<Proxy*> instance{nullptr};
   static constexpr uint32_t kSpinPasses = 64;
   static constexpr uint32_t kIdlePassesBeforeSleep = 4096;
 
