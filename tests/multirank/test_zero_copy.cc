@@ -1,11 +1,20 @@
 // Zero-copy point-to-point: messages of 64 KiB and more go straight into the receiver's buffer when
-// the sender can address it (ranks of one process, or registered ncclMemAlloc memory between
-// processes) and through the connections' slots otherwise. Checked by content and by the
+// the sender can address it (ranks of one process, registered ncclMemAlloc memory between processes,
+// or any memory of another process through process_vm_writev) and through the connections' slots
+// otherwise (PLEXUS_CMA=0, or the kernel refuses process_vm_writev: a seccomp filter here). Checked by content and by the
 // communicator's counters (plexusCommGetStats), mixed with small messages and collectives on the
 // same connectors.
 #include <doctest/doctest.h>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstddef>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "harness.h"
@@ -81,8 +90,31 @@ long exchange(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t
   return bad;
 }
 
-// Processes: registered ncclMemAlloc buffers go zero-copy, malloc'ed ones through the slots.
+// Makes process_vm_writev fail with EPERM in every thread of this process, as ptrace rules would.
+bool denyProcessVmWritev() {
+  sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{(unsigned short)(sizeof f / sizeof f[0]), f};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+}
+
+// Processes: registered ncclMemAlloc buffers go zero-copy (mapped memfd); malloc'ed ones too through
+// process_vm_writev, unless PLEXUS_CMA=0 or the kernel refuses (PLEXUS_TEST_DENY_CMA=1): then the
+// slots carry them, and the data is right either way.
 long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  const char* cma = getenv("PLEXUS_CMA");
+  const char* deny = getenv("PLEXUS_TEST_DENY_CMA");
+  const bool denied = deny && !strcmp(deny, "1");
+  if (denied && !denyProcessVmWritev()) {
+    fprintf(stderr, "rank %d: cannot install the seccomp filter: %s\n", rank, strerror(errno));
+    return 1;
+  }
+  const bool viaCma = !(cma && !strcmp(cma, "0")) && !denied;
   const size_t count = 100000;  // 400 KB per pair
   long bad = 0;
   uint64_t zc = 0;
@@ -94,9 +126,9 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
     bad++;
   }
   bad += exchange(rank, nranks, comm, stream, count, false, &zc);
-  if (zc != 0) {
-    fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes\n", rank,
-            (unsigned long long)zc);
+  if (zc != (viaCma ? expect : 0)) {
+    fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes, expected %llu\n",
+            rank, (unsigned long long)zc, (unsigned long long)(viaCma ? expect : 0));
     bad++;
   }
   return bad;
@@ -121,9 +153,22 @@ TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's bu
         }) == 0);
 }
 
-TEST_CASE("zero-copy point-to-point: registered ncclMemAlloc memory between processes (2, 3)") {
+TEST_CASE("zero-copy point-to-point between processes (2, 3): ncclMemAlloc memory mapped, any memory by "
+          "process_vm_writev") {
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("zero-copy-processes", n) == 0);
+  }
+}
+
+TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev (PLEXUS_CMA=0, or refused by "
+          "the kernel) the slots carry the data") {
+  for (const char* var : {"PLEXUS_CMA=0", "PLEXUS_TEST_DENY_CMA=1"}) {
+    CAPTURE(var);
+    const std::string kv = var;
+    const std::string k = kv.substr(0, kv.find('=')), v = kv.substr(kv.find('=') + 1);
+    setenv(k.c_str(), v.c_str(), 1);
+    CHECK(harness::runProcesses("zero-copy-processes", 3) == 0);
+    unsetenv(k.c_str());
   }
 }

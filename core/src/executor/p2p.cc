@@ -47,7 +47,8 @@ char* slot(plexusConnInfo_v1_t* c, uint64_t step) {
 }
 
 // The receiver's side of a large message: where the sender should write it. Same process: the buffer
-// itself; another process: the buffer's place in registered ncclMemAlloc memory; else the slots.
+// itself; another process: the buffer's place in registered ncclMemAlloc memory, else the buffer's
+// address for process_vm_writev; elsewhere the slots.
 void describeDestination(ncclComm* comm, const Queue& q, const Message& m, plexusPtrExchange_v1_t* x) {
   x->kind = PLEXUS_XCHG_SLOTS;
   x->size = m.bytes;
@@ -61,6 +62,10 @@ void describeDestination(ncclComm* comm, const Queue& q, const Message& m, plexu
     x->fd = (uint64_t)a.fd;
     x->offset = (uint64_t)(m.buf - (char*)a.base);
     x->serial = a.serial;
+  } else if (cmaOffered(comm, q.peer)) {
+    x->kind = PLEXUS_XCHG_CMA;
+    x->pid = (uint64_t)getpid();
+    x->addr = (uint64_t)(uintptr_t)m.buf;
   }
 }
 
@@ -83,6 +88,23 @@ bool progress(ncclComm* comm, Queue& q, ncclResult_t* err) {
                         "rank %d: a send of %zu bytes to rank %d meets a receive of %llu bytes; counts must match",
                         comm->rank, m.bytes, q.peer, (unsigned long long)x->size);
         return false;
+      }
+      if (x->kind == PLEXUS_XCHG_CMA) {
+        if (!cmaWrite(x->pid, x->addr, m.buf, m.bytes)) {
+          // Refused (ptrace rules, another user): say so through the record, spend the step on it, and
+          // go on through the slots.
+          INFO(NCCL_P2P, "rank %d: process_vm_writev into rank %d failed (%s); its messages go through the "
+               "slots from now on", comm->rank, q.peer, strerror(errno));
+          cmaRefuse(comm, q.peer);
+          x->kind = PLEXUS_XCHG_SLOTS;
+          dev::storeRelease(c->tail, ++q.step);
+          m.mode = Message::Mode::Slots;
+          return true;
+        }
+        dev::storeRelease(c->tail, ++q.step);
+        m.done = m.bytes;
+        q.current++;
+        return true;
       }
       if (x->kind == PLEXUS_XCHG_ADDRESS) m.dst = (char*)(uintptr_t)x->addr;
       else if ((*err = peerMemoryDestination(comm, q.peer, *x, &m.dst)) != ncclSuccess) return false;
@@ -109,6 +131,12 @@ bool progress(ncclComm* comm, Queue& q, ncclResult_t* err) {
   if (m.mode == Message::Mode::Direct) {  // receive side: the sender's write is complete at tail
     if (dev::loadAcquire(c->tail) < q.step + 1) return false;
     dev::storeRelease(c->head, ++q.step);
+    // The sender could not write into us (CMA refused): the message goes through the slots.
+    if (__atomic_load_n(&x->kind, __ATOMIC_RELAXED) == PLEXUS_XCHG_SLOTS) {
+      cmaRefuse(comm, q.peer);
+      m.mode = Message::Mode::Slots;
+      return true;
+    }
     comm->p2pZeroCopyBytes.fetch_add(m.bytes, std::memory_order_relaxed);
     m.done = m.bytes;
     q.current++;

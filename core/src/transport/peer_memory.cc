@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,12 +12,44 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "health/health.h"
 #include "misc/check.h"
+#include "misc/env.h"
 
 namespace plexus {
 
 PeerMappings::~PeerMappings() {
   for (PeerMapping& m : maps) munmap(m.base, m.size);
+}
+
+bool cmaOffered(ncclComm* comm, int peer) {
+  static const bool enabled = envInt("CMA", 1) != 0;
+  // Pids mean the same here only on one machine, in one pid namespace (what the watchdog checks too).
+  if (!enabled || !comm->health || !comm->health->watchable[peer]) return false;
+  return !comm->peerMappings || comm->peerMappings->cmaRefused.empty() || !comm->peerMappings->cmaRefused[peer];
+}
+
+bool cmaWrite(uint64_t pid, uint64_t addr, const char* src, size_t bytes) {
+  size_t done = 0;
+  for (int calls = 0; done < bytes && calls < 1 << 20; calls++) {  // the kernel may write less than asked
+    iovec local{(void*)(src + done), bytes - done};
+    iovec remote{(void*)(uintptr_t)(addr + done), bytes - done};
+    const ssize_t n = process_vm_writev((pid_t)pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    done += (size_t)n;
+  }
+  return done == bytes;
+}
+
+void cmaRefuse(ncclComm* comm, int peer) {
+  if (!comm->peerMappings) comm->peerMappings = std::make_unique<PeerMappings>();
+  std::vector<char>& r = comm->peerMappings->cmaRefused;
+  if (r.empty()) r.assign(comm->nRanks, 0);
+  r[peer] = 1;
 }
 
 ncclResult_t peerMemoryDestination(ncclComm* comm, int peer, const plexusPtrExchange_v1_t& x, char** dst) {

@@ -23,8 +23,17 @@ struct PeerMapping {
 
 struct PeerMappings {
   std::vector<PeerMapping> maps;
+  std::vector<char> cmaRefused;  // [rank]: a write into that rank with process_vm_writev failed once
   ~PeerMappings();
 };
+
+// Whether peer (another process of this machine) may be offered a process_vm_writev destination.
+bool cmaOffered(ncclComm* comm, int peer);
+// Writes bytes from src to addr in process pid (PLEXUS_XCHG_CMA); false, with errno, when the
+// kernel refuses (another user, ptrace restrictions, no CMA): the caller falls back to the slots.
+bool cmaWrite(uint64_t pid, uint64_t addr, const char* src, size_t bytes);
+// Remembers that CMA into peer does not work, so that neither side offers it again.
+void cmaRefuse(ncclComm* comm, int peer);
 
 // Where to write x.size bytes for peer's exchange record x (kind PLEXUS_XCHG_MEMFD); an error naming
 // the peer and the reason when its memory cannot be mapped.

@@ -64,6 +64,10 @@ typedef struct plexusConnFifo_v1 {
 #define PLEXUS_XCHG_SLOTS 0   /* use the connection's slots as usual */
 #define PLEXUS_XCHG_ADDRESS 1 /* addr is the destination in the sender's address space (same process) */
 #define PLEXUS_XCHG_MEMFD 2   /* the destination is offset bytes into the receiver's memfd (pid, fd) */
+/* The destination is addr in process pid, written by the sender with process_vm_writev (one copy, as
+ * MPI's CMA path). A sender that cannot (ptrace rules) sets kind to PLEXUS_XCHG_SLOTS and publishes
+ * tail for the step with no data: the message then goes through the slots from the next step on. */
+#define PLEXUS_XCHG_CMA 3
 
 typedef struct plexusPtrExchange_v1 {
   volatile uint64_t seq; /* the connection step the record is for, plus one; 0: none yet */
