@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
           openmpi-bin libopenmpi-dev doctest-dev nlohmann-json3-dev libhwloc-dev iproute2
           libucx-dev ucx-utils libfabric-dev libfabric-bin
-          clang libclang-rt-14-dev)  # the libFuzzer targets (tests/fuzz): clang++ 14 and its runtimes
+          clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz): clang++ 14 and its runtimes
+          valgrind)                 # memcheck over communicator init/destroy cycles (tests/valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

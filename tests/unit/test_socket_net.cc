@@ -143,7 +143,7 @@ void transfer(const Pair& p, size_t sendSize, size_t recvSize, int tag = 7) {
   REQUIRE(ok);
   CHECK(ssize == (int)sendSize);
   CHECK(rsize == (int)sendSize);
-  CHECK(memcmp(src.data(), dst.data(), sendSize) == 0);
+  CHECK(std::equal(src.begin(), src.end(), dst.begin()));
   CHECK(dst[sendSize] == 0xEE);  // nothing written past the message
 }
 
@@ -297,7 +297,7 @@ TEST_CASE("socket net: multi-receive of 4 buffers, sent in another order than po
     CAPTURE(i);
     CHECK(waitRequest(sreqs[i]) == ncclSuccess);
     CHECK(got[i] == (int)sizes[i]);
-    CHECK(memcmp(src[i].data(), dst[i].data(), sizes[i]) == 0);
+    CHECK(std::equal(src[i].begin(), src[i].end(), dst[i].begin()));
   }
   // A tag that none of the receive's buffers has breaks the connection with a clear error.
   int tag = 99, otherTag = 98;
@@ -414,7 +414,7 @@ TEST_CASE("socket net: many messages of mixed sizes match in posting order") {
     REQUIRE(waitRequest(sreq[slot]) == ncclSuccess);
     CAPTURE(checked);
     REQUIRE(size == (int)sizeOf(checked));
-    REQUIRE(memcmp(src[slot].data(), dst[slot].data(), (size_t)size) == 0);
+    REQUIRE(std::equal(src[slot].begin(), src[slot].end(), dst[slot].begin()));
     checked++;
   }
   CHECK(checked == kMessages);

@@ -28,8 +28,9 @@ ncclResult_t refuse(ncclResult_t r) {
 }
 
 // The kernel-side operator for a user op: ncclAvg is a pre-multiplication by 1/n for floating types
-// and a post-division by n for integers; ops from ncclRedOpCreatePreMulSum carry their scalar.
-ncclResult_t deviceRedOp(ncclComm* comm, const char* api, ncclRedOp_t op, ncclDataType_t type, Task* t) {
+// and a post-division by n for integers; ops from ncclRedOpCreatePreMulSum carry their scalar. The op is the
+// caller's integer, unchecked (as the datatype in checkCommon).
+ncclResult_t deviceRedOp(ncclComm* comm, const char* api, int op, ncclDataType_t type, Task* t) {
   t->redOpArg = 0;
   t->redOpArgIsPtr = false;
   switch (op) {
@@ -39,15 +40,17 @@ ncclResult_t deviceRedOp(ncclComm* comm, const char* api, ncclRedOp_t op, ncclDa
     case ncclMin: t->devOp = plexusDevMin; return ncclSuccess;
     case ncclAvg: break;
     default: {
-      int idx = (int)op - ncclNumOps;
+      // Another thread may create or destroy an op meanwhile (the vector may grow).
+      std::lock_guard<std::mutex> lock(comm->userOpsMutex);
+      int idx = op - ncclNumOps;
       if (idx < 0 || idx >= (int)comm->userOps.size() || !comm->userOps[idx].live)
         return setError(comm, ncclInvalidArgument,
                         "%s: reduction op %d is neither a built-in ncclRedOp_t (0..%d) nor a live op of this "
-                        "communicator from ncclRedOpCreatePreMulSum", api, (int)op, ncclNumOps - 1);
+                        "communicator from ncclRedOpCreatePreMulSum", api, op, ncclNumOps - 1);
       const UserRedOp& u = comm->userOps[idx];
       if (u.datatype != type)
         return setError(comm, ncclInvalidArgument, "%s: reduction op %d was created for datatype %d, not %d", api,
-                        (int)op, (int)u.datatype, (int)type);
+                        op, (int)u.datatype, (int)type);
       t->devOp = plexusDevPreMulSum;
       t->redOpArgIsPtr = u.residence == ncclScalarDevice;
       t->redOpArg = t->redOpArgIsPtr ? (uint64_t)(uintptr_t)u.scalarPtr : u.scalarBits;
@@ -74,13 +77,15 @@ ncclResult_t deviceRedOp(ncclComm* comm, const char* api, ncclRedOp_t op, ncclDa
 
 // Checks shared by every operation; fills t's stream. Buffers are checked by the caller, since which
 // of them must be valid depends on the operation and the rank.
-ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, size_t countScale, ncclDataType_t datatype,
+// The datatype is the caller's integer until checked: a C caller may pass any value, which C++ may not
+// hold in an ncclDataType_t.
+ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, size_t countScale, int datatype,
                          cudaStream_t stream, Task* t) {
   NCCLCHECK(checkComm(comm, api));
-  if ((int)datatype < 0 || datatype >= ncclNumTypes)
-    return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, (int)datatype,
+  if (datatype < 0 || datatype >= ncclNumTypes)
+    return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, datatype,
                     ncclNumTypes - 1);
-  size_t elem = typeSize(datatype);
+  size_t elem = typeSize((ncclDataType_t)datatype);
   if (count > SIZE_MAX / elem / countScale)
     return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
                     count, elem);
@@ -93,7 +98,7 @@ ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, size_t c
   if (async != ncclSuccess)
     return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
                     ncclGetErrorString(async), lastError(comm));
-  t->datatype = datatype;
+  t->datatype = (ncclDataType_t)datatype;
   t->count = count;
   return ncclSuccess;
 }
@@ -115,8 +120,8 @@ struct CollArgs {
   const void* sendbuff;
   void* recvbuff;
   size_t count;
-  ncclDataType_t datatype;
-  ncclRedOp_t op;  // ncclSum where the collective does not reduce
+  int datatype;  // unchecked (checkCommon)
+  int op;        // unchecked (deviceRedOp); ncclSum where the collective does not reduce
   int root;
   bool reduces;
   ncclComm_t comm;
@@ -130,12 +135,12 @@ ncclResult_t collective(const CollArgs& a, bool needSend, bool needRecv, size_t 
   if (r == ncclSuccess && (a.func == ncclFuncBroadcast || a.func == ncclFuncReduce)) r = checkRoot(comm, a.api, a.root);
   if (r == ncclSuccess && needSend) r = checkBuffer(comm, a.api, "sendbuff", a.sendbuff, a.count);
   if (r == ncclSuccess && needRecv) r = checkBuffer(comm, a.api, "recvbuff", a.recvbuff, a.count);
-  if (r == ncclSuccess && a.reduces) r = deviceRedOp(comm, a.api, a.op, a.datatype, &t);
+  if (r == ncclSuccess && a.reduces) r = deviceRedOp(comm, a.api, a.op, t.datatype, &t);
   if (r != ncclSuccess) return refuse(r);
   t.func = a.func;
   t.sendbuff = a.sendbuff;
   t.recvbuff = a.recvbuff;
-  t.userOp = a.op;
+  t.userOp = (ncclRedOp_t)a.op;
   t.root = a.root;
   t.peer = -1;
   if (a.count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too

@@ -180,7 +180,7 @@ struct Runner {
   bool known;
 
   template <typename T, typename F>
-  PLEXUS_HD void operator()() {
+  PLEXUS_HD_OUTLINE void operator()() {
     using C = CopyType<T>;
     switch (w->func) {
       case ncclFuncAllReduce: runAllReduce<T, F>(comm, ch, w, tid, nthreads); break;

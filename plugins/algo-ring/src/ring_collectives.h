@@ -48,7 +48,7 @@ struct Runner {
   int tid, nthreads;
   bool known;
   template <typename T, typename F>
-  PLEXUS_HD void operator()() {
+  PLEXUS_HD_OUTLINE void operator()() {
     if (work->func == ncclFuncAllReduce) {
       runAllReduce<T, F>(comm, ch, work, tid, nthreads);
     } else if (isCopyFunc(work->func)) {

@@ -13,6 +13,14 @@
 #else
 #define PLEXUS_HD inline __attribute__((always_inline))
 #endif
+/* The host's entry into one (datatype, redop) instance of a step loop: kept out of line, so that a
+ * dispatcher over every instance has the frame of one, not the sum of all (which AddressSanitizer's
+ * redzones grow past a thread's stack). */
+#if defined(__CUDACC__)
+#define PLEXUS_HD_OUTLINE __host__ __device__ inline
+#else
+#define PLEXUS_HD_OUTLINE inline __attribute__((noinline))
+#endif
 
 #if !defined(__CUDA_ARCH__)
 #include <sched.h>
