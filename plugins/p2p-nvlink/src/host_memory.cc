@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <mutex>
 #include <random>
+#include <unordered_map>
 
 #include "log.h"
 
@@ -20,9 +22,21 @@ namespace p2p {
 static std::atomic<uint64_t> segmentCounter{0};
 constexpr size_t kHeapHeader = 4096;  // keeps the memory page aligned after the reference count
 
-static std::atomic<int>* heapRefs(void* ptr) { return (std::atomic<int>*)((char*)ptr - kHeapHeader); }
+// Heap segments alive in this process, by address, with their serial: a rank maps a peer's segment by
+// the address the peer sent, and the peer may have freed it meanwhile (aborted during setup), so a
+// reference is taken only on a segment still registered under the same serial.
+static std::mutex heapMutex;
+static std::unordered_map<void*, uint32_t>& heapLive() {
+  static auto* m = new std::unordered_map<void*, uint32_t>();
+  return *m;
+}
+
+static int* heapRefs(void* ptr) { return (int*)((char*)ptr - kHeapHeader); }
 static void heapRelease(void* ptr) {
-  if (heapRefs(ptr)->fetch_sub(1, std::memory_order_acq_rel) == 1) free((char*)ptr - kHeapHeader);
+  std::lock_guard<std::mutex> lock(heapMutex);
+  if (--*heapRefs(ptr) > 0) return;
+  heapLive().erase(ptr);
+  free((char*)ptr - kHeapHeader);
 }
 
 ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
@@ -38,10 +52,13 @@ ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
       return ncclSystemError;
     }
     memset(p, 0, size + kHeapHeader);
-    new (p) std::atomic<int>(1);
+    *(int*)p = 1;
     mem->ptr = (char*)p + kHeapHeader;
     mem->handle.kind = MemKind::Heap;
     mem->handle.address = (uint64_t)(uintptr_t)mem->ptr;
+    mem->handle.serial = (uint32_t)segmentCounter.fetch_add(1);
+    std::lock_guard<std::mutex> lock(heapMutex);
+    heapLive()[mem->ptr] = mem->handle.serial;
     return ncclSuccess;
   }
   std::random_device rd;
@@ -97,8 +114,16 @@ void memFree(LocalMem* mem) {
 
 ncclResult_t memMap(const MemHandle& handle, void** ptr) {
   if (handle.kind == MemKind::Heap) {
-    *ptr = (void*)(uintptr_t)handle.address;
-    heapRefs(*ptr)->fetch_add(1, std::memory_order_relaxed);
+    void* p = (void*)(uintptr_t)handle.address;
+    std::lock_guard<std::mutex> lock(heapMutex);
+    auto it = heapLive().find(p);
+    if (it == heapLive().end() || it->second != handle.serial) {
+      P2P_WARN("p2p-nvlink: the peer's connection memory is gone: the peer rank was aborted or destroyed while "
+               "connecting");
+      return ncclRemoteError;
+    }
+    ++*heapRefs(p);
+    *ptr = p;
     return ncclSuccess;
   }
   if (handle.kind != MemKind::Shm || handle.shmName[0] != '/' ||

@@ -15,7 +15,7 @@ enum class MemKind : uint32_t { Heap = 1, Shm = 2 };
 // What travels to the peer (inside plexusConnectInfo_v1_t) so that it can map the memory.
 struct MemHandle {
   MemKind kind;
-  uint32_t pad;
+  uint32_t serial;   // Heap: which allocation at that address (addresses are reused once freed)
   uint64_t size;
   uint64_t address;  // Heap: the pointer, valid in the owner's process only
   char shmName[64];  // Shm: name under /dev/shm
