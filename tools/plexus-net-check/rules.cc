@@ -810,49 +810,30 @@ std::string receiverExitsSender(Worker& w) {
 
 // ---- closes in any order ----
 
-std::string closeSendFirstReceiver(Worker& w) {
+// One side of a close-order rule: a connection that carried messages, then this side's close (send or
+// receive comm), first (then it signals `mark`) or after the peer's (it waits for `mark`).
+std::string closeInOrder(Worker& w, int messages, bool closeSend, bool first, char mark) {
   Connection c(w);
   void* comm = establish(w, c);
-  exchangeOne(w, comm, 3);
-  w.link.expect('S', "closeSend");
-  step("closeRecv after the peer's closeSend");
+  exchangeOne(w, comm, messages);
+  const char* mine = closeSend ? "closeSend" : "closeRecv";
+  const char* theirs = closeSend ? "closeRecv" : "closeSend";
+  if (!first) w.link.expect(mark, theirs);
+  const std::string what = first ? format("%s first", mine) : format("%s after the peer's %s", mine, theirs);
+  step("%s", what.c_str());
   auto t0 = Clock::now();
-  c.closeRecv();
-  return format("closeRecv after the peer's closeSend returned ncclSuccess in %.2f ms", ms(secondsSince(t0)));
+  if (closeSend)
+    c.closeSend();
+  else
+    c.closeRecv();
+  if (first) w.link.signal(mark);
+  return format("%s returned ncclSuccess in %.2f ms", what.c_str(), ms(secondsSince(t0)));
 }
 
-std::string closeSendFirstSender(Worker& w) {
-  Connection c(w);
-  void* comm = establish(w, c);
-  exchangeOne(w, comm, 3);
-  step("closeSend first");
-  auto t0 = Clock::now();
-  c.closeSend();
-  w.link.signal('S');
-  return format("closeSend first returned ncclSuccess in %.2f ms", ms(secondsSince(t0)));
-}
-
-std::string closeRecvFirstReceiver(Worker& w) {
-  Connection c(w);
-  void* comm = establish(w, c);
-  exchangeOne(w, comm, 4);
-  step("closeRecv first");
-  auto t0 = Clock::now();
-  c.closeRecv();
-  w.link.signal('R');
-  return format("closeRecv first returned ncclSuccess in %.2f ms", ms(secondsSince(t0)));
-}
-
-std::string closeRecvFirstSender(Worker& w) {
-  Connection c(w);
-  void* comm = establish(w, c);
-  exchangeOne(w, comm, 4);
-  w.link.expect('R', "closeRecv");
-  step("closeSend after the peer's closeRecv");
-  auto t0 = Clock::now();
-  c.closeSend();
-  return format("closeSend after the peer's closeRecv returned ncclSuccess in %.2f ms", ms(secondsSince(t0)));
-}
+std::string closeSendFirstReceiver(Worker& w) { return closeInOrder(w, 3, false, false, 'S'); }
+std::string closeSendFirstSender(Worker& w) { return closeInOrder(w, 3, true, true, 'S'); }
+std::string closeRecvFirstReceiver(Worker& w) { return closeInOrder(w, 4, false, true, 'R'); }
+std::string closeRecvFirstSender(Worker& w) { return closeInOrder(w, 4, true, false, 'R'); }
 
 std::vector<Message> eightMessages() {
   std::vector<Message> m;

@@ -1071,37 +1071,23 @@ ncclResult_t test(void* request, int* done, int* sizes) {
   return c->stalled(r);
 }
 
-ncclResult_t closeSend(void* sendComm) {
-  if (!sendComm) return ncclSuccess;
-  auto* c = as<SendComm>(sendComm, Kind::Send);
+// The three closes: NULL is a no-op, anything but a live comm of the kind is refused (closed twice?).
+template <typename T>
+ncclResult_t closeAs(void* comm, Kind kind, const char* api, const char* what) {
+  if (!comm) return ncclSuccess;
+  T* c = as<T>(comm, kind);
   if (!c) {
-    UCX_WARN("closeSend(): %p is not a send comm (closed twice?)", sendComm);
+    UCX_WARN("%s(): %p is not a %s comm (closed twice?)", api, comm, what);
     return ncclInvalidArgument;
   }
   delete c;
   return ncclSuccess;
 }
 
-ncclResult_t closeRecv(void* recvComm) {
-  if (!recvComm) return ncclSuccess;
-  auto* c = as<RecvComm>(recvComm, Kind::Recv);
-  if (!c) {
-    UCX_WARN("closeRecv(): %p is not a receive comm (closed twice?)", recvComm);
-    return ncclInvalidArgument;
-  }
-  delete c;
-  return ncclSuccess;
-}
-
+ncclResult_t closeSend(void* sendComm) { return closeAs<SendComm>(sendComm, Kind::Send, "closeSend", "send"); }
+ncclResult_t closeRecv(void* recvComm) { return closeAs<RecvComm>(recvComm, Kind::Recv, "closeRecv", "receive"); }
 ncclResult_t closeListen(void* listenComm) {
-  if (!listenComm) return ncclSuccess;
-  auto* l = as<ListenComm>(listenComm, Kind::Listen);
-  if (!l) {
-    UCX_WARN("closeListen(): %p is not a listen comm (closed twice?)", listenComm);
-    return ncclInvalidArgument;
-  }
-  delete l;
-  return ncclSuccess;
+  return closeAs<ListenComm>(listenComm, Kind::Listen, "closeListen", "listen");
 }
 
 }  // namespace plexus::net_ucx
