@@ -39,7 +39,7 @@ TEST_CASE("workFifo: an abort releases a producer blocked on a full ring") {
   REQUIRE(fifo.reserve(4, &abortFlag, &first) == ncclSuccess);
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    abortFlag = 1;
+    __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELEASE);
   });
   CHECK(fifo.reserve(1, &abortFlag, &first) == ncclRemoteError);
   aborter.join();

@@ -1,12 +1,17 @@
 // Init/destroy cycles of every kind of communicator, for valgrind's memcheck (ctest valgrind.init_cycles):
-// ncclCommInitRank, ncclCommInitAll, nonblocking init, ncclCommSplit, ncclCommShrink,
-// ncclCommInitRankScalable, and ncclCommAbort in place of destroy. Ranks are threads of this process; each
+// ranks as processes of one node (shared memory, single-copy), ranks as processes of two nodes (the socket net
+// and the proxy), then with ranks as threads ncclCommInitRank, ncclCommInitAll, nonblocking init,
+// ncclCommSplit, ncclCommShrink, ncclCommInitRankScalable, and ncclCommAbort in place of destroy. Each
 // communicator runs one checked AllReduce, so that its channels and connections are set up before it goes.
+// Process ranks are fork()ed children, which memcheck follows and checks for leaks when they exit.
 //   plexus-valgrind-init-cycles [cycles]      (default 2)
 // Exit code 0 when every cycle passed. Memory that outlives the cycles must be what process-lifetime
 // singletons hold (the proxy, watchdog and bootstrap root threads): "still reachable", never lost.
 #include <nccl.h>
 #include <plexus.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -150,6 +155,65 @@ long scalable() {
   });
 }
 
+// Ranks as fork()ed processes: each one inits, checks an AllReduce, destroys and exits 0 when all went well.
+// With twoNodes each process is a node of its own (PLEXUS_HOSTID), so they connect through the net transport.
+// The children are forked before the parent makes the unique id (and with it the bootstrap root's thread),
+// which reaches them through a pipe: a child's copy of that thread's memory would have no thread holding it.
+long processes(bool twoNodes) {
+  pid_t pids[kRanks];
+  int idPipes[kRanks][2];
+  for (int rank = 0; rank < kRanks; rank++) {
+    if (pipe(idPipes[rank]) != 0 || (pids[rank] = fork()) < 0) {
+      perror("init_cycles: pipe/fork");
+      return 1;
+    }
+    if (pids[rank] == 0) {
+      close(idPipes[rank][1]);
+      ncclUniqueId id;
+      long bad = read(idPipes[rank][0], &id, sizeof(id)) != (ssize_t)sizeof(id);
+      if (bad) fprintf(stderr, "init_cycles: rank %d did not get the unique id\n", rank);
+      close(idPipes[rank][0]);
+      if (twoNodes) setenv("PLEXUS_HOSTID", rank ? "valgrind-node-1" : "valgrind-node-0", 1);
+      ncclComm_t comm = nullptr;
+      if (!bad) bad = failed("ncclCommInitRank", ncclCommInitRank(&comm, kRanks, id, rank));
+      if (!bad) {
+        bad += allReduceCheck(comm, rank + 1, 3, 1 << 18);  // past the point-to-point zero-copy threshold
+        bad += failed("ncclCommDestroy", ncclCommDestroy(comm));
+      }
+      fflush(stderr);
+      exit(bad ? 1 : 0);  // exit, not _exit: memcheck's leak check runs at the child's exit
+    }
+    close(idPipes[rank][0]);
+  }
+  ncclUniqueId id;
+  const bool haveId = !failed("ncclGetUniqueId", ncclGetUniqueId(&id));
+  for (int rank = 0; rank < kRanks; rank++) {
+    // Without an id the children see the pipe close and exit with an error.
+    if (haveId && write(idPipes[rank][1], &id, sizeof(id)) != (ssize_t)sizeof(id)) perror("init_cycles: write");
+    close(idPipes[rank][1]);
+  }
+  long bad = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  for (int rank = 0; rank < kRanks; rank++) {
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(pids[rank], &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (got != pids[rank]) {
+      fprintf(stderr, "init_cycles: rank %d (pid %d) did not exit within 240 s; killed\n", rank, (int)pids[rank]);
+      kill(pids[rank], SIGKILL);
+      waitpid(pids[rank], &status, 0);
+      bad++;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "init_cycles: rank %d (pid %d) failed (%s %d; memcheck's report is above)\n", rank,
+              (int)pids[rank], WIFEXITED(status) ? "exit code" : "signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      bad++;
+    }
+  }
+  return bad;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,7 +223,10 @@ int main(int argc, char** argv) {
     const char* name;
     std::function<long()> run;
   };
+  // Processes first: fork() before this process has threads of its own (proxy, watchdog) keeps it simple.
   const Kind kinds[] = {
+      {"processes, one node", [] { return processes(false); }},
+      {"processes, two nodes", [] { return processes(true); }},
       {"ncclCommInitRank", [] { return initRank(false); }},
       {"ncclCommInitAll", initAll},
       {"nonblocking init", nonblocking},

@@ -51,7 +51,7 @@ struct RootBlock {
 RootBlock rootBlock(int nranks, int nIds, int i);
 
 // One communicator's bootstrap network. One thread uses an object at a time (the communicator serialises);
-// abort() may come from any thread.
+// the communicator's abortFlag, set from any thread, stops it.
 class Bootstrap {
  public:
   // Registers with the root, forms the ring and allgathers every rank's address. abortFlag (may be null) is the
@@ -74,7 +74,6 @@ class Bootstrap {
   ncclResult_t send(int peer, int tag, const void* data, size_t size);
   ncclResult_t recv(int peer, int tag, void* data, size_t size);
   ncclResult_t barrier();
-  void abort() { __atomic_store_n(&aborted_, 1u, __ATOMIC_RELEASE); }
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -82,7 +81,7 @@ class Bootstrap {
  private:
   Bootstrap(int rank, int nranks, uint64_t magic, volatile uint32_t* abortFlag)
       : rank_(rank), nranks_(nranks), magic_(magic), external_(abortFlag) {}
-  AbortFlag abortFlag() { return AbortFlag(external_, &aborted_); }
+  AbortFlag abortFlag() { return AbortFlag(external_); }
   // Registration with a root, then its answer (the next rank's address, or why the communicator failed).
   ncclResult_t registerRoot(const BootstrapHandle& handle, const RootBlock& block, bool neighbor, Socket* root);
   ncclResult_t rootReply(const BootstrapHandle& handle, Socket& root, SocketAddress* next);
@@ -95,7 +94,6 @@ class Bootstrap {
   int rank_, nranks_;
   uint64_t magic_;
   volatile uint32_t* external_;
-  volatile uint32_t aborted_ = 0;
   Socket listen_;               // where the previous rank and P2P senders connect
   Socket ringNext_, ringPrev_;  // allGather
   std::vector<SocketAddress> peerAddrs_;

@@ -98,8 +98,8 @@ static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
   if (comm->initThread.joinable()) comm->initThread.join();
   if (abort || comm->asyncError.load() != ncclSuccess) {
     // Waits give up at once; whatever is in flight finishes with an error.
-    comm->abortFlag = 1;
-    if (comm->bootstrap) comm->bootstrap->abort();
+    // Also the bootstrap's abort flag (it may still be in init's hands).
+    __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
   }
   if (comm->executor) comm->executor->waitIdle();
   groupForget(comm);
@@ -120,8 +120,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   NCCLCHECK(checkComm(comm, "ncclCommAbort", false));
-  comm->abortFlag = 1;
-  if (comm->bootstrap) comm->bootstrap->abort();
+  __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
   return commTeardown(comm, true);
 }
 
@@ -169,7 +168,7 @@ NCCL_API(const char*, ncclGetLastError, ncclComm_t comm);
 const char* ncclGetLastError(ncclComm_t comm) { return lastError(comm); }
 
 NCCL_API(void, ncclResetDebugInit, void);
-void ncclResetDebugInit(void) { debugLevel = -1; }
+void ncclResetDebugInit(void) { debugLevel.store(-1); }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {

@@ -227,8 +227,8 @@ void commFree(ncclComm* comm) {
   healthFinalize(comm);
   comm->executor.reset();
   comm->peerMappings.reset();
-  transportFreeAll(comm);
-  transportCommFinalize(comm);
+  // A connection left to a stuck proxy still uses its transport's per-communicator state: leak that too.
+  if (transportFreeAll(comm)) transportCommFinalize(comm);
   for (AlgoInstance& a : comm->algos)
     if (a.ctx) a.plugin->api->finalize(a.ctx);
   comm->algos.clear();

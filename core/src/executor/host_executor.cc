@@ -134,7 +134,7 @@ ncclResult_t HostExecutor::run(uint32_t first, uint32_t n) {
   // Launches from several streams run in workFifo order: each waits until every earlier one has
   // consumed its entries, which it does last, so one launch at a time owns the channel workers.
   for (uint32_t iter = 0; comm_->workFifo.consumed() != first; iter++) {
-    if (comm_->abortFlag) break;
+    if (dev::loadRelaxed(&comm_->abortFlag)) break;
     dev::backoff(iter);
   }
   int maxChannel = 0;
@@ -143,7 +143,7 @@ ncclResult_t HostExecutor::run(uint32_t first, uint32_t n) {
     if (w.nChannels) maxChannel = std::max(maxChannel, w.channelLo + w.nChannels - 1);
   }
   ncclResult_t result = ncclSuccess;
-  if (!comm_->abortFlag) {
+  if (!dev::loadRelaxed(&comm_->abortFlag)) {
     curFirst_ = first;
     curN_ = n;
     channelError_ = ncclSuccess;

@@ -227,13 +227,13 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
     }
     if (moved) {
       iter = 0;
-      if (waitStart) __atomic_store_n(&ch.waitPeer, -1, __ATOMIC_RELAXED);
+      if (waitStart) dev::storeRelaxed(&ch.waitPeer, -1);
       waitStart = 0;
       continue;
     }
     if ((++iter & 63) == 0) {
-      if (comm->abortFlag) {
-        ch.status = PLEXUS_CHANNEL_ABORTED;
+      if (dev::loadRelaxed(&comm->abortFlag)) {
+        dev::storeRelaxed(&ch.status, PLEXUS_CHANNEL_ABORTED);
         break;
       }
       uint64_t now = dev::clockNs();
@@ -242,13 +242,13 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
         // Say on whom it waits (watchdog, hang reports): the first message that cannot move.
         for (Queue& q : queues)
           if (q.current < q.msgs.size()) {
-            ch.waitSince = now;
-            ch.waitIsSend = q.isSend;
-            __atomic_store_n(&ch.waitPeer, q.peer, __ATOMIC_RELAXED);
+            dev::storeRelaxed(&ch.waitSince, now);
+            dev::storeRelaxed(&ch.waitIsSend, q.isSend);
+            dev::storeRelaxed(&ch.waitPeer, q.peer);
             break;
           }
       } else if (comm->devComm.timeoutNs && now - waitStart > comm->devComm.timeoutNs) {
-        ch.status = PLEXUS_CHANNEL_TIMEOUT;
+        dev::storeRelaxed(&ch.status, PLEXUS_CHANNEL_TIMEOUT);
         break;
       }
     }
@@ -256,13 +256,13 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
   }
   for (Queue& q : queues) q.conn->step = q.step;
   if (pending == 0) {
-    if (waitStart) __atomic_store_n(&ch.waitPeer, -1, __ATOMIC_RELAXED);
+    if (waitStart) dev::storeRelaxed(&ch.waitPeer, -1);
     return ncclSuccess;
   }
   for (Queue& q : queues)
     if (q.current < q.msgs.size()) {
-      ch.waitPeer = q.peer;
-      ch.waitIsSend = q.isSend;
+      dev::storeRelaxed(&ch.waitIsSend, q.isSend);
+      dev::storeRelaxed(&ch.waitPeer, q.peer);
       break;
     }
   return ch.status == PLEXUS_CHANNEL_TIMEOUT ? ncclTimeout : ncclRemoteError;

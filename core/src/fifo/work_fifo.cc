@@ -13,7 +13,7 @@ ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, u
                               const std::function<void()>& help) {
   if (n > capacity()) return ncclInternalError;
   for (uint32_t iter = 0; produced_ + n - consumed() > capacity(); iter++) {
-    if (*abortFlag) return ncclRemoteError;
+    if (dev::loadRelaxed(abortFlag)) return ncclRemoteError;
     if (help) help();
     if (iter < 64) {
       dev::backoff(iter);
@@ -27,7 +27,7 @@ ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, u
     producerWaiting_ = true;
     // The timeout only bounds how late an abort is noticed.
     cv_.wait_for(lock, std::chrono::milliseconds(10),
-                 [&] { return produced_ + room - consumed() <= capacity() || *abortFlag; });
+                 [&] { return produced_ + room - consumed() <= capacity() || dev::loadRelaxed(abortFlag); });
     producerWaiting_ = false;
   }
   *first = produced_;

@@ -219,17 +219,17 @@ class Watchdog {
     const uint64_t now = dev::clockNs();
     for (ncclComm* comm : comms_) {
       // A failed or revoked communicator waits on nobody any more (stale wait fields aside).
-      if (comm->abortFlag || comm->state.load() != ncclComm::State::Ready || comm->revoked ||
+      if (dev::loadRelaxed(&comm->abortFlag) || comm->state.load() != ncclComm::State::Ready || comm->revoked ||
           comm->asyncError.load() != ncclSuccess)
         continue;
       HealthState& h = *comm->health;
       for (int c = 0; c < comm->channels.count; c++) {
         const plexusDevChannel_v1_t& ch = comm->channels.dev[c];
-        const int peer = __atomic_load_n(&ch.waitPeer, __ATOMIC_RELAXED);
+        const int peer = dev::loadRelaxed(&ch.waitPeer);
         if (peer < 0 || peer >= comm->nRanks) continue;
         const RankHealth& r = h.ranks[peer];
         if (!h.watchable[peer]) {
-          const uint64_t since = __atomic_load_n(&ch.waitSince, __ATOMIC_RELAXED);
+          const uint64_t since = dev::loadRelaxed(&ch.waitSince);
           if (addressPort(r.faultAddr) == 0 || !since || now - since < kProbeAfterNs ||
               now - h.lastProbe[peer] < kProbeAfterNs)
             continue;
@@ -246,14 +246,14 @@ class Watchdog {
           // A peer that sent its last data and exited leaves waits that end on their own as soon as their
           // thread runs again (or the proxy receives what is in flight): fail only a wait that has
           // made no progress for kGraceTicks passes since the peer was seen gone.
-          const uint64_t since = __atomic_load_n(&ch.waitSince, __ATOMIC_RELAXED);
+          const uint64_t since = dev::loadRelaxed(&ch.waitSince);
           if (sus.peer != peer || sus.waitSince != since) {
             sus = Suspect{peer, since, 0};
             continue;
           }
           if (++sus.ticks < kGraceTicks) continue;
         }
-        const bool send = __atomic_load_n(&ch.waitIsSend, __ATOMIC_RELAXED);
+        const bool send = dev::loadRelaxed(&ch.waitIsSend);
         commFail(comm, ncclRemoteError, true, peer,
                  "rank %d: %s died: its process is gone (killed or exited) while channel %d waited to %s it. "
                  "The communicator cannot complete operations any more: ncclCommAbort it, or ncclCommShrink it "
@@ -450,22 +450,24 @@ std::string hangReport(const ncclComm* comm) {
       }
     }
     std::string wait;
-    const int peer = __atomic_load_n(&ch.waitPeer, __ATOMIC_RELAXED);
+    const int peer = dev::loadRelaxed(&ch.waitPeer);
     if (peer >= 0 && peer < comm->nRanks) {
-      const bool send = __atomic_load_n(&ch.waitIsSend, __ATOMIC_RELAXED);
-      const uint64_t since = __atomic_load_n(&ch.waitSince, __ATOMIC_RELAXED);
+      const bool send = dev::loadRelaxed(&ch.waitIsSend);
+      const uint64_t since = dev::loadRelaxed(&ch.waitSince);
       snprintf(line, sizeof line, "; waiting %.1f s to %s %s", since && now > since ? (now - since) / 1e9 : 0.0,
                send ? "send to" : "receive from", describeRank(comm, peer).c_str());
       wait = line;
       const plexusDevConnector_v1_t& conn = send ? ch.peers[peer].send : ch.peers[peer].recv;
       if (conn.connected && conn.conn.head && conn.conn.tail) {
-        // tail: steps the sender published; head: steps the receiver consumed (the step waited on is the next).
-        snprintf(line, sizeof line, " (connection steps: %llu sent, %llu consumed)",
-                 (unsigned long long)*conn.conn.tail, (unsigned long long)*conn.conn.head);
+        // tail: steps the sender published; head: steps the receiver consumed. A receiver waits for step
+        // `head` to arrive, a sender for credit to publish step `tail`.
+        const unsigned long long sent = dev::loadAcquire(conn.conn.tail), consumed = dev::loadAcquire(conn.conn.head);
+        snprintf(line, sizeof line, " for step %llu (connection steps: %llu sent, %llu consumed)", send ? sent : consumed,
+                 sent, consumed);
         wait += line;
       }
     }
-    const int status = ch.status;
+    const int status = dev::loadRelaxed(&ch.status);
     snprintf(line, sizeof line, "  channel %d: %s%s%s\n", c, what.c_str(), wait.c_str(),
              status == PLEXUS_CHANNEL_TIMEOUT ? " [timed out]" : status == PLEXUS_CHANNEL_ABORTED ? " [aborted]" : "");
     out += line;

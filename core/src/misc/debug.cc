@@ -14,8 +14,8 @@
 
 namespace plexus {
 
-int debugLevel = -1;
-static unsigned long debugMask = NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV;  // NCCL's default subsystems
+std::atomic<int> debugLevel{-1};
+static std::atomic<unsigned long> debugMask{NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV};  // NCCL's default subsystems
 static FILE* debugFile = stderr;
 static std::string debugFileName;  // NCCL_DEBUG_FILE, expanded; opened at the first line written
 static std::mutex debugMutex;
@@ -61,12 +61,16 @@ static void openDebugFile() {
   debugFileName.clear();
 }
 
+// The environment is read before debugMutex is taken: envGet takes the environment's lock, under which a net
+// plugin's init may log (lock order: environment, then log).
 void debugInit() {
-  std::lock_guard<std::mutex> lock(debugMutex);
-  if (debugLevel >= 0) return;
-  gethostname(hostName, sizeof(hostName) - 1);
-  if (char* dot = strchr(hostName, '.')) *dot = '\0';
+  if (debugLevel.load(std::memory_order_acquire) >= 0) return;
+  char host[sizeof(hostName)] = "";
+  gethostname(host, sizeof(host) - 1);
+  if (char* dot = strchr(host, '.')) *dot = '\0';
   int level = NCCL_LOG_NONE;
+  unsigned long mask = NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV;
+  std::string fileName;
   if (auto v = envGet("DEBUG")) {
     if (strcasecmp(v->c_str(), "VERSION") == 0) level = NCCL_LOG_VERSION;
     else if (strcasecmp(v->c_str(), "WARN") == 0) level = NCCL_LOG_WARN;
@@ -74,14 +78,14 @@ void debugInit() {
     else if (strcasecmp(v->c_str(), "ABORT") == 0) level = NCCL_LOG_ABORT;
     else if (strcasecmp(v->c_str(), "TRACE") == 0) level = NCCL_LOG_TRACE;
   }
-  if (auto v = envGet("DEBUG_SUBSYS")) debugMask = parseSubsys(*v);
+  if (auto v = envGet("DEBUG_SUBSYS")) mask = parseSubsys(*v);
   if (level > NCCL_LOG_VERSION) {
     if (auto path = envGet("DEBUG_FILE")) {
       std::string name;
       for (size_t i = 0; i < path->size(); i++) {
         if ((*path)[i] == '%' && i + 1 < path->size()) {
           char c = (*path)[++i];
-          if (c == 'h') name += hostName;
+          if (c == 'h') name += host;
           else if (c == 'p') name += std::to_string(getpid());
           else if (c == '%') name += '%';
           else { name += '%'; name += c; }
@@ -89,16 +93,21 @@ void debugInit() {
           name += (*path)[i];
         }
       }
-      debugFileName = name;
+      fileName = name;
     }
   }
-  debugLevel = level;
+  std::lock_guard<std::mutex> lock(debugMutex);
+  if (debugLevel.load(std::memory_order_relaxed) >= 0) return;
+  memcpy(hostName, host, sizeof(hostName));
+  debugMask.store(mask, std::memory_order_relaxed);
+  debugFileName = fileName;
+  debugLevel.store(level, std::memory_order_release);
 }
 
 void debugLog(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  if (debugLevel < 0) debugInit();
-  if ((int)level > debugLevel) return;
-  if (level != NCCL_LOG_WARN && !(flags & debugMask)) return;
+  if (debugLevel.load(std::memory_order_acquire) < 0) debugInit();
+  if ((int)level > debugLevel.load(std::memory_order_relaxed)) return;
+  if (level != NCCL_LOG_WARN && !(flags & debugMask.load(std::memory_order_relaxed))) return;
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);

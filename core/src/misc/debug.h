@@ -4,9 +4,11 @@
 
 #include <plexus/types.h>
 
+#include <atomic>
+
 namespace plexus {
 
-extern int debugLevel;  // -1 until initialised from the environment
+extern std::atomic<int> debugLevel;  // -1 until initialised from the environment
 void debugInit();
 // The logger handed to plugins (ncclDebugLogger_t); also what WARN/INFO/TRACE call.
 void debugLog(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...)
@@ -20,7 +22,8 @@ void debugSetThreadRank(int rank);
 // (debugLevel < 0: not read from the environment yet; debugLog reads it).
 #define PLEXUS_LOG(LEVEL, FLAGS, ...)                                                          \
   do {                                                                                         \
-    if (::plexus::debugLevel < 0 || ::plexus::debugLevel >= (LEVEL))                           \
+    const int plexusLevel_ = ::plexus::debugLevel.load(std::memory_order_relaxed);              \
+    if (plexusLevel_ < 0 || plexusLevel_ >= (LEVEL))                                           \
       ::plexus::debugLog((LEVEL), (FLAGS), __FILE__, __LINE__, __VA_ARGS__);                    \
   } while (0)
 #define WARN(...) PLEXUS_LOG(NCCL_LOG_WARN, NCCL_ALL, __VA_ARGS__)

@@ -145,7 +145,7 @@ bool proxyDrain(const std::vector<ProxyConnection*>& conns, double seconds, vola
     bool settled = p.passes() > first;
     for (const ProxyConnection* c : conns) settled &= c->failed || c->settled.load(std::memory_order_acquire);
     if (settled) return true;
-    if ((abortFlag && *abortFlag) || std::chrono::steady_clock::now() > end) return false;
+    if ((abortFlag && __atomic_load_n(abortFlag, __ATOMIC_RELAXED)) || std::chrono::steady_clock::now() > end) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

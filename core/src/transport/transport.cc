@@ -145,7 +145,7 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
       left--;
     }
     if (!left) break;
-    if (comm->abortFlag)
+    if (dev::loadRelaxed(&comm->abortFlag))
       return setError(comm, ncclInternalError, "rank %d: connecting was aborted", comm->rank);
     if (deadline.expired()) {
       std::string waiting;
@@ -193,7 +193,7 @@ ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectReques
   return transportConnect(comm, missing);
 }
 
-void transportFreeAll(ncclComm* comm) {
+bool transportFreeAll(ncclComm* comm) {
   // What kernels handed the proxy leaves before its connections close (peers may still be receiving).
   std::vector<ProxyConnection*> proxied;
   for (Connection& conn : comm->channels.connections)
@@ -203,6 +203,7 @@ void transportFreeAll(ncclComm* comm) {
          "within %d s)", comm->rank, bootstrapTimeout());
   // One deadline for all: a plugin call that blocks the proxy must not hold up an abort per connection.
   const auto removeBy = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  bool released = true;
   for (Connection& conn : comm->channels.connections) {
     if (conn.proxy) {
       comm->proxyConnections--;
@@ -212,6 +213,7 @@ void transportFreeAll(ncclComm* comm) {
              comm->rank, conn.isSend ? "to" : "from", conn.peer, conn.channel);
         (void)conn.proxy.release();
         conn.resources = nullptr;
+        released = false;
         continue;
       }
       conn.proxy.reset();
@@ -222,6 +224,7 @@ void transportFreeAll(ncclComm* comm) {
     conn.resources = nullptr;
   }
   comm->channels.connections.clear();
+  return released;
 }
 
 }  // namespace plexus

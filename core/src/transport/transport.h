@@ -22,7 +22,9 @@ struct ConnectRequest {
 ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>& requests);
 // Connects what the given point-to-point tasks need and is not connected yet (channel 0).
 ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectRequest>& wanted);
-void transportFreeAll(ncclComm* comm);
+// Frees every connection; false when some were left to a proxy stuck in a plugin call (they keep pointing at
+// the transports' per-communicator state, which must then outlive them).
+bool transportFreeAll(ncclComm* comm);
 // Per-communicator transport state (transport_v1's commInit / commFinalize), around every connection.
 ncclResult_t transportCommInit(ncclComm* comm, const plexusTransportComm_v1_t& info);
 void transportCommFinalize(ncclComm* comm);

@@ -2,20 +2,22 @@
 // other on channel 0), an alpha-beta cost model, and the host entry of the step loops.
 #include <plexus/algo_v1.h>
 
+#include <atomic>
 #include <new>
 
 #include "direct_collectives.h"
 
 namespace {
 
-ncclDebugLogger_t logger = nullptr;
+// Every communicator passes the same function; runHost has no context to keep it in.
+std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
   plexusAlgoTopo_v1_t topo;  // the arrays are not kept (valid during init only)
 };
 
 ncclResult_t directInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
-  logger = log;
+  if (log) logger.store(log, std::memory_order_relaxed);
   auto* c = new (std::nothrow) Context{*topo};
   if (!c) return ncclSystemError;
   c->topo.rankNode = c->topo.rankLocalRank = nullptr;
@@ -74,8 +76,8 @@ ncclResult_t directRunHost(plexusDevComm_v1_t* comm, int channelId, const plexus
   plexusDevChannel_v1_t* ch = &comm->channels[channelId];
   plexus::direct::Runner runner{comm, ch, work, 0, 1, true};
   if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
-    if (logger)
-      logger(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
+    if (ncclDebugLogger_t log = logger.load(std::memory_order_relaxed))
+      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
              "algo-direct: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
     return ncclInvalidArgument;
   }

@@ -1,6 +1,7 @@
 // algo-ring: rings per channel, an alpha-beta cost model, and the host entry of the step loops.
 #include <plexus/algo_v1.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,7 +10,8 @@
 
 namespace {
 
-ncclDebugLogger_t logger = nullptr;
+// Every communicator passes the same function; runHost has no context to keep it in.
+std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
   plexusAlgoTopo_v1_t topo;
@@ -17,7 +19,7 @@ struct Context {
 };
 
 ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
-  logger = log;
+  if (log) logger.store(log, std::memory_order_relaxed);
   auto* c = new (std::nothrow) Context{*topo, nullptr};
   if (!c) return ncclSystemError;
   c->rankNode = (int*)malloc(sizeof(int) * topo->nRanks);
@@ -114,8 +116,8 @@ ncclResult_t ringRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDe
   plexusDevChannel_v1_t* ch = &comm->channels[channelId];
   plexus::ring::Runner runner{comm, ch, work, 0, 1, true};
   if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
-    if (logger)
-      logger(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
+    if (ncclDebugLogger_t log = logger.load(std::memory_order_relaxed))
+      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
              "algo-ring: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
     return ncclInvalidArgument;
   }

@@ -3,6 +3,7 @@
 #include <plexus/algo_v1.h>
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <vector>
 
@@ -11,7 +12,8 @@
 
 namespace {
 
-ncclDebugLogger_t logger = nullptr;
+// Every communicator passes the same function; runHost has no context to keep it in.
+std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
   plexusAlgoTopo_v1_t topo;  // the arrays are not kept: rankNode and rankLocalRank below are
@@ -22,7 +24,7 @@ struct Context {
 };
 
 ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
-  logger = log;
+  if (log) logger.store(log, std::memory_order_relaxed);
   auto* c = new (std::nothrow) Context{};
   if (!c) return ncclSystemError;
   c->topo = *topo;
@@ -130,8 +132,8 @@ ncclResult_t treeRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDe
   plexusDevChannel_v1_t* ch = &comm->channels[channelId];
   plexus::tree::Runner runner{comm, ch, work, 0, 1, true};
   if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
-    if (logger)
-      logger(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
+    if (ncclDebugLogger_t log = logger.load(std::memory_order_relaxed))
+      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
              "algo-tree: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
     return ncclInvalidArgument;
   }

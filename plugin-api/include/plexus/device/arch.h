@@ -52,7 +52,26 @@ PLEXUS_HD void storeRelease(volatile uint64_t* p, uint64_t v) {
 #endif
 }
 
-PLEXUS_HD uint32_t loadRelaxed32(const volatile uint32_t* p) { return *p; }
+/* Words another agent only watches or polls (flags, LL lines, a channel's wait diagnostics): each access
+ * whole, no ordering. On the host an atomic access, which costs a plain move and tells ThreadSanitizer
+ * that the race is meant. */
+template <typename T>
+PLEXUS_HD T loadRelaxed(const volatile T* p) {
+#if defined(__CUDA_ARCH__)
+  return *p;
+#else
+  return __atomic_load_n(const_cast<const T*>(p), __ATOMIC_RELAXED);
+#endif
+}
+
+template <typename T, typename V>
+PLEXUS_HD void storeRelaxed(volatile T* p, V v) {
+#if defined(__CUDA_ARCH__)
+  *p = (T)v;
+#else
+  __atomic_store_n(const_cast<T*>(p), (T)v, __ATOMIC_RELAXED);
+#endif
+}
 
 PLEXUS_HD void storeRelease64(volatile int64_t* p, int64_t v) {
 #if defined(__CUDA_ARCH__)

@@ -30,22 +30,22 @@ PLEXUS_HD bool waitUntil(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* 
   uint64_t start = 0;
   for (uint32_t iter = 0;; iter++) {
     if (ready()) {
-      if (start) ch->waitPeer = -1;
+      if (start) storeRelaxed(&ch->waitPeer, -1);
       return true;
     }
     if ((iter & 63) == 63) {
-      if (*comm->abortFlag) {
-        ch->status = PLEXUS_CHANNEL_ABORTED;
+      if (loadRelaxed(comm->abortFlag)) {
+        storeRelaxed(&ch->status, PLEXUS_CHANNEL_ABORTED);
         return false;
       }
       uint64_t now = clockNs();
       if (!start) {
         start = now;
-        ch->waitSince = now;
-        ch->waitPeer = peer;
-        ch->waitIsSend = isSend;
+        storeRelaxed(&ch->waitSince, now);
+        storeRelaxed(&ch->waitIsSend, isSend);
+        storeRelaxed(&ch->waitPeer, peer);
       } else if (comm->timeoutNs && now - start > comm->timeoutNs) {
-        ch->status = PLEXUS_CHANNEL_TIMEOUT;
+        storeRelaxed(&ch->status, PLEXUS_CHANNEL_TIMEOUT);
         return false;
       }
     }
@@ -179,7 +179,7 @@ class Primitives : public PrimitiveOps<Primitives<T, F>> {
     if (tid_ == 0) p_.store();
   }
 
-  PLEXUS_HD bool ok() const { return ch_->status == PLEXUS_CHANNEL_OK; }
+  PLEXUS_HD bool ok() const { return loadRelaxed(&ch_->status) == PLEXUS_CHANNEL_OK; }
 
  private:
   template <bool Recv, bool Send, bool Src, bool Dst>

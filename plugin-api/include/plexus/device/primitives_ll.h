@@ -46,7 +46,7 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
 
   /* Elements per pipeline chunk that step loops should use with this protocol. */
   static PLEXUS_HD size_t chunkElems() { return kSliceBytes / sizeof(T); }
-  PLEXUS_HD bool ok() const { return ch_->status == PLEXUS_CHANNEL_OK; }
+  PLEXUS_HD bool ok() const { return loadRelaxed(&ch_->status) == PLEXUS_CHANNEL_OK; }
 
  private:
   static PLEXUS_HD volatile plexusLLFifoLine_v1_t* lines(plexusConnInfo_v1_t* c, uint64_t step) {
@@ -131,8 +131,8 @@ class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
     const uint64_t flag = (uint64_t)(uint32_t)(p_.sendStep[i] + 1) << 32;
     for (size_t j = l0; j < l1; j++) {
       /* Each 8-byte word is one store: its flag is never seen without its data. */
-      l[j].v[0] = flag | (sendTmp_[j] & 0xffffffffull);
-      l[j].v[1] = flag | (sendTmp_[j] >> 32);
+      storeRelaxed(&l[j].v[0], flag | (sendTmp_[j] & 0xffffffffull));
+      storeRelaxed(&l[j].v[1], flag | (sendTmp_[j] >> 32));
     }
   }
 
