@@ -261,7 +261,8 @@ long timeoutScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
   if (r != ncclTimeout) bad++, fprintf(stderr, "rank %d: got %s, not ncclTimeout\n", rank, ncclGetErrorString(r));
   if (e.find("timed out") == std::string::npos || e.find("AllReduce opSeq") == std::string::npos)
     bad++, fprintf(stderr, "rank %d: the error does not say what timed out: %s\n", rank, e.c_str());
-  if (!strstr(report, "stopped in AllReduce opSeq") || !strstr(report, "waiting") || !strstr(report, " rank "))
+  if (!strstr(report, "stopped in AllReduce opSeq") || !strstr(report, "waiting") || !strstr(report, " rank ") ||
+      !strstr(report, " for step "))
     bad++, fprintf(stderr, "rank %d: the report lacks the operation or the wait:\n%s\n", rank, report);
   ncclCommAbort(comm);
   _exit(bad ? 1 : 0);

@@ -19,10 +19,6 @@ namespace plexus {
 
 namespace {
 
-// Messages of at least this many bytes may go zero-copy: the receiver first tells the sender where
-// to write (one extra hop), and the data crosses once instead of twice (into a slot, out of it).
-constexpr size_t kZeroCopyMinBytes = 64 * 1024;
-
 struct Message {
   char* buf;
   size_t bytes;
@@ -204,9 +200,17 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
     if (sendBytes != recvBytes)
       return setError(comm, ncclInvalidUsage, "rank %d: a send of %zu bytes to itself meets a receive of %zu bytes",
                       comm->rank, sendBytes, recvBytes);
-    if (selfRecvs[i]->recvbuff != selfSends[i]->sendbuff)
-      memmove(selfRecvs[i]->recvbuff, selfSends[i]->sendbuff, sendBytes);
   }
+  // This rank's own copies wait for the first pass over the queues: by then the receives have told their
+  // senders where to write, so the peers' copies into this rank overlap with these.
+  bool selfCopied = false;
+  auto copySelf = [&] {
+    selfCopied = true;
+    for (size_t i = 0; i < selfSends.size(); i++)
+      if (selfRecvs[i]->recvbuff != selfSends[i]->sendbuff)
+        memmove(selfRecvs[i]->recvbuff, selfSends[i]->sendbuff,
+                selfSends[i]->count * typeSize((ncclDataType_t)selfSends[i]->datatype));
+  };
 
   plexusDevChannel_v1_t& ch = comm->channels.dev[0];
   size_t pending = 0;
@@ -225,6 +229,7 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
       }
       pending += q.msgs.size() - q.current;
     }
+    if (!selfCopied) copySelf();
     if (moved) {
       iter = 0;
       if (waitStart) dev::storeRelaxed(&ch.waitPeer, -1);
@@ -255,6 +260,7 @@ ncclResult_t runP2p(ncclComm* comm, const plexusDevWork_v1_t* const* works, int 
     dev::backoff(iter, comm->devComm.spinPolls);
   }
   for (Queue& q : queues) q.conn->step = q.step;
+  if (!selfCopied) copySelf();  // nothing but copies to itself
   if (pending == 0) {
     if (waitStart) dev::storeRelaxed(&ch.waitPeer, -1);
     return ncclSuccess;

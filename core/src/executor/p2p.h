@@ -13,6 +13,9 @@ namespace plexus {
 
 // Marks a work item as the core's point-to-point rather than an algorithm plugin's.
 constexpr uint8_t kAlgoCoreP2p = 0xff;
+// Messages of at least this many bytes may go zero-copy: the receiver first tells the sender where
+// to write (one extra hop), and the data crosses once instead of twice (into a slot, out of it).
+constexpr size_t kZeroCopyMinBytes = 64 * 1024;
 
 // Runs the n point-to-point work items starting at works[0] (func ncclFuncSend or ncclFuncRecv, peer,
 // count, datatype, buffers) over channel 0's connectors. Messages between a pair of ranks are matched

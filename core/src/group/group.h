@@ -29,6 +29,9 @@ struct Task {
   int root;
   int peer;
   HostStream* stream;
+  // Nonzero on the sends and receives of one collective lowered to point-to-point (planner.cc): a launch
+  // takes them all or none, as every rank splits its launches at the same places.
+  uint32_t unit;
 };
 
 ncclResult_t groupStart();

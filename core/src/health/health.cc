@@ -437,7 +437,7 @@ std::string hangReport(const ncclComm* comm) {
     if (comm->executor) {
       const HostExecutor::Activity& a = comm->executor->activity(c);
       const bool running = a.running.load(std::memory_order_acquire);
-      if (running || (ch.status != PLEXUS_CHANNEL_OK && a.count.load() + a.opSeq.load() != 0)) {
+      if (running || (dev::loadRelaxed(&ch.status) != PLEXUS_CHANNEL_OK && a.count.load() + a.opSeq.load() != 0)) {
         const int algo = a.algorithm.load();
         snprintf(line, sizeof line, "%s %s opSeq %llu (%llu x %s, %s)", running ? "running" : "stopped in",
                  funcName((ncclFunc_t)a.func.load()),

@@ -107,6 +107,7 @@ ncclResult_t plannerInit(ncclComm* comm) {
                        comm->channels.count, comm->buffSize / PLEXUS_STEPS));
   NCCLCHECK(startTuner(comm));
   comm->planner.checkArgs = envInt("CHECK_MODE", 0) != 0;
+  comm->planner.p2pCollectives = envInt("P2P_COLLECTIVES", 1) != 0;
   return ncclSuccess;
 }
 
@@ -167,6 +168,42 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
   return tuningDecide(comm->tuning, task.func, bytes, d);
 }
 
+// Within one node a large AllGather is every rank sending its part to every other: as point-to-point each
+// part crosses once, written straight into the receiver's buffer (zero-copy), where the ring copies it into
+// a connector slot and out again at every hop. Only where the cost model alone would decide (no
+// NCCL_ALGO/NCCL_PROTO, rule or tuner), which every rank sees alike. (A Broadcast lowered so measured
+// slower than the ring from 4 MiB on: one core copies everything, where the ring's pipeline keeps both busy.)
+bool lowersToP2p(ncclComm* comm, const Task& t) {
+  if (!comm->planner.p2pCollectives || comm->topo.nNodes != 1 || comm->nRanks < 2 ||
+      4u * (uint32_t)comm->nRanks > comm->workFifo.capacity() / 2)  // a unit (2 nRanks tasks) must fit a launch
+    return false;
+  const size_t bytes = t.count * typeSize(t.datatype);
+  if (bytes < kZeroCopyMinBytes) return false;
+  if (t.func != ncclFuncAllGather) return false;
+  return tuningUnconstrained(comm->tuning, t.func, collectiveBytes(t.func, t.count, t.datatype, comm->nRanks));
+}
+
+// Appends the sends and receives that do AllGather t (lowersToP2p), this rank's own part as a send to itself.
+void lowerToP2p(ncclComm* comm, const Task& t, uint32_t unit, std::vector<Task>* out) {
+  const size_t bytes = t.count * typeSize(t.datatype);
+  auto add = [&](ncclFunc_t func, int peer, const void* buf) {
+    Task p = t;
+    p.unit = unit;
+    p.func = func;
+    p.peer = peer;
+    p.root = -1;
+    p.devOp = plexusDevSum;
+    p.sendbuff = func == ncclFuncSend ? buf : nullptr;
+    p.recvbuff = func == ncclFuncRecv ? const_cast<void*>(buf) : nullptr;
+    out->push_back(p);
+  };
+  for (int k = 0; k < comm->nRanks; k++) {  // from this rank on, so that ranks start on different peers
+    const int p = (comm->rank + k) % comm->nRanks;
+    add(ncclFuncSend, p, t.sendbuff);
+    add(ncclFuncRecv, p, (char*)t.recvbuff + (size_t)p * bytes);
+  }
+}
+
 }  // namespace
 
 float plannerEstimate(ncclComm* comm, const Task& task) {
@@ -185,6 +222,25 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   auto isColl = [](const Task& t) { return !isP2p(t.func); };
   if (!std::is_partitioned(tasks.begin(), tasks.end(), isColl)) std::stable_partition(tasks.begin(), tasks.end(), isColl);
   if (comm->planner.checkArgs) NCCLCHECK(crossCheck(comm, tasks));
+  if (!tasks.empty() && !isP2p(tasks.front().func)) {
+    size_t lowered = 0;
+    for (const Task& t : tasks)
+      if (!isP2p(t.func) && lowersToP2p(comm, t)) lowered++;
+    if (lowered) {
+      // Kept collectives, then the lowered ones, then the application's sends and receives (whose number
+      // may differ between ranks), so that the lowered units sit at the same places on every rank.
+      std::vector<Task> kept, lowered, p2p;
+      uint32_t unit = 0;
+      for (const Task& t : tasks) {
+        if (isP2p(t.func)) p2p.push_back(t);
+        else if (lowersToP2p(comm, t)) lowerToP2p(comm, t, ++unit, &lowered);
+        else kept.push_back(t);
+      }
+      tasks.swap(kept);
+      tasks.insert(tasks.end(), lowered.begin(), lowered.end());
+      tasks.insert(tasks.end(), p2p.begin(), p2p.end());
+    }
+  }
   if (!tasks.empty() && isP2p(tasks.back().func)) {
     std::vector<ConnectRequest> p2pConnectors;
     for (const Task& t : tasks)
@@ -196,6 +252,11 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo.
     size_t j = i;
     while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < comm->workFifo.capacity() / 2) j++;
+    if (j < tasks.size() && tasks[j].unit && tasks[j].unit == tasks[j - 1].unit) {
+      size_t start = j - 1;  // a lowered collective's unit is not split over two launches
+      while (start > i && tasks[start - 1].unit == tasks[j].unit) start--;
+      if (start > i) j = start;
+    }
     const uint32_t n = (uint32_t)(j - i);
     uint32_t first;
     // A full workFifo: run the stream's launches on this thread rather than wait for its worker.

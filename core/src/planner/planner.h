@@ -26,6 +26,9 @@ struct Decision {
 // The planner's own knobs, read once per communicator.
 struct PlannerConfig {
   bool checkArgs = false;  // PLEXUS_CHECK_MODE: cross-check collectives' arguments across ranks
+  // PLEXUS_P2P_COLLECTIVES: a large AllGather within one node as grouped point-to-point, whose messages
+  // cross once (zero-copy) instead of twice through connector slots.
+  bool p2pCollectives = true;
 };
 
 // Sets up tuning (tuning.h) and the planner's own knobs; a malformed value or rule fails init with a message.

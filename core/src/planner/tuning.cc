@@ -282,6 +282,15 @@ ncclResult_t tuningInit(Tuning* t, const std::vector<AlgoInstance>* algos, std::
   return ncclSuccess;
 }
 
+bool tuningUnconstrained(const Tuning& t, ncclFunc_t func, size_t bytes) {
+  if (t.tuner || t.protoMask != (1u << PLEXUS_NUM_PROTOCOLS) - 1) return false;
+  for (bool allowed : t.algoAllowed)
+    if (!allowed) return false;
+  for (const TuningRule& r : t.config->rules)
+    if (r.matches(func, bytes, t.nRanks, t.nNodes)) return false;
+  return true;
+}
+
 ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d) {
   Tuning::Cached& cached = t.cache[(bytes * 0x9E3779B97F4A7C15ull >> 58) ^ (size_t)func];
   if (cached.func == (int)func && cached.bytes == bytes) {
