@@ -395,12 +395,13 @@ struct SendComm : DataComm {
     }
     // Then the close starts and is left to UCX: forced where UCX allows it (the peer error mode: lanes discarded,
     // nothing sent), else in flush mode, which finishes inside UCX whenever the worker progresses next and the
-    // peer has answered, or when the worker is destroyed. No callback: this comm's memory is gone by then.
+    // peer has answered; the worker keeps the request and waits for it before it is destroyed (worker.cc). No
+    // callback: this comm's memory is gone by then.
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = knobs().peerErrorMode ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &param);
     if (UCS_PTR_IS_PTR(closing))
-      ucp_request_free(closing);
+      worker->closing(closing);
     else if (UCS_PTR_IS_ERR(closing))
       UCX_INFO(NCCL_NET,
                "closing the connection to %s: UCX refused to close the endpoint (%s); it goes with the worker",

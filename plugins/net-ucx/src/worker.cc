@@ -1,7 +1,10 @@
 #include "worker.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "devices.h"
 #include "log.h"
@@ -71,7 +74,40 @@ ncclResult_t UcpContext::get(int dev, std::shared_ptr<UcpContext>* out) {
 Worker::Worker(int dev, std::shared_ptr<UcpContext> context, ucp_worker_h worker, std::vector<uint8_t> address)
     : dev_(dev), context_(std::move(context)), worker_(worker), address_(std::move(address)) {}
 
-Worker::~Worker() { ucp_worker_destroy(worker_); }
+Worker::~Worker() {
+  // Closes still in flight finish as the worker progresses, within a bound: a flush towards a peer that
+  // died ends only at UCX's endpoint timeout. One still pending then leaves the worker (and its context)
+  // to the process: destroying it would abort the process in UCX.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (!closing_.empty()) {
+    ucp_worker_progress(worker_);
+    reapClosing();
+    if (closing_.empty() || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (!closing_.empty()) {
+    UCX_INFO(NCCL_NET, "%zu endpoint close(s) still in flight (a peer that stopped answering): the worker on device "
+             "%d is left to the process", closing_.size(), dev_);
+    new std::shared_ptr<UcpContext>(context_);  // nor may its context go
+    return;
+  }
+  ucp_worker_destroy(worker_);
+}
+
+void Worker::reapClosing() {
+  closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
+                                [](void* r) {
+                                  if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                                  ucp_request_free(r);
+                                  return true;
+                                }),
+                 closing_.end());
+}
+
+void Worker::closing(void* request) {
+  reapClosing();
+  closing_.push_back(request);
+}
 
 ucp_context_h Worker::context() const { return context_->get(); }
 

@@ -35,6 +35,9 @@ class Worker {
 
   // With mutex() held.
   void progress();
+  // An endpoint's close request still in flight: the worker is destroyed only once it completed (UCX 1.13
+  // asserts in ucp_worker_destroy on an endpoint whose flush-mode close is pending).
+  void closing(void* request);
   uint32_t newConnId();  // names a connection in the high half of its tags: 1 .. 2^31-1, reused after 2^31-1
 
   // An endpoint created with errorHandler() reports its failure into *status (UCP may call from its
@@ -46,12 +49,14 @@ class Worker {
  private:
   Worker(int dev, std::shared_ptr<UcpContext> context, ucp_worker_h worker, std::vector<uint8_t> address);
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  void reapClosing();  // frees the close requests that completed
 
   int dev_;
   std::shared_ptr<UcpContext> context_;
   ucp_worker_h worker_;
   std::vector<uint8_t> address_;
   std::mutex mutex_;
+  std::vector<void*> closing_;
   uint32_t lastConnId_ = 0;
   std::mutex watchMutex_;
   std::unordered_map<ucp_ep_h, std::atomic<int>*> watched_;
