@@ -1,6 +1,6 @@
 // AllGather lowered to point-to-point (planner.cc, PLEXUS_P2P_COLLECTIVES): within one node, from 64 KiB
 // per rank on and where only the cost model decides, every rank writes its part straight into every
-// other's buffer. Checked by content, by the decision the planner reports and by the zero-copy counter;
+// other's buffer; a Broadcast of 64 to 512 KiB between two ranks likewise. Checked by content, by the decision the planner reports and by the zero-copy counter;
 // in and out of place, in a group larger than one launch (a lowered collective's sends and receives are
 // never split over two launches), and left to the algorithms when NCCL_ALGO or the knob says so.
 #include <doctest/doctest.h>
@@ -80,10 +80,41 @@ long bigGroup(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   return bad;
 }
 
+// Broadcasts of `count` int32 from each root, out of place then in place; returns problems.
+long broadcast(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count, bool lowered) {
+  long bad = 0;
+  std::vector<int32_t> send(count), recv(count);
+  for (int root = 0; root < nranks; root++) {
+    for (bool inPlace : {false, true}) {
+      for (size_t i = 0; i < count; i++) send[i] = rank == root ? value(root, i) + inPlace : -1;
+      std::fill(recv.begin(), recv.end(), -2);
+      if (inPlace) recv = send;
+      plexusCommStats_t before{}, after{};
+      CHECK_NCCL(plexusCommGetStats(comm, &before));
+      CHECK_NCCL(ncclBroadcast(inPlace ? recv.data() : send.data(), recv.data(), count, ncclInt32, root, comm, stream));
+      plexusDecision_t d{};
+      CHECK_NCCL(plexusCommLastDecision(comm, &d));
+      CHECK_NCCL(plexusStreamSynchronize(stream));
+      CHECK_NCCL(plexusCommGetStats(comm, &after));
+      for (size_t i = 0; i < count; i++) bad += recv[i] != value(root, i) + inPlace;
+      const uint64_t zeroCopy = after.p2pZeroCopyBytes - before.p2pZeroCopyBytes;
+      if ((std::string(d.algorithm) == "p2p") != lowered || (rank != root && lowered && zeroCopy < count * 4)) {
+        fprintf(stderr, "rank %d: Broadcast of %zu x int32 from %d went to %s with %llu bytes zero-copy, expected %s\n",
+                rank, count, root, d.algorithm, (unsigned long long)zeroCopy, lowered ? "p2p" : "an algorithm plugin");
+        bad++;
+      }
+    }
+  }
+  return bad;
+}
+
 long lowering(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   long bad = allGather(rank, nranks, comm, stream, 1000, false);  // 4 KB per rank: an algorithm plugin
   bad += allGather(rank, nranks, comm, stream, 70001, true);
   bad += bigGroup(rank, nranks, comm, stream);
+  bad += broadcast(rank, nranks, comm, stream, 70001, nranks == 2);
+  bad += broadcast(rank, nranks, comm, stream, 1000, false);     // 4 KB
+  bad += broadcast(rank, nranks, comm, stream, 1 << 18, false);  // 1 MiB: the ring
   return bad;
 }
 
@@ -91,26 +122,27 @@ harness::Scenario kLowering("p2p-collectives", lowering);
 
 }  // namespace
 
-TEST_CASE("AllGather as point-to-point within a node: ranks as threads (2, 3)") {
+TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as threads (2, 3)") {
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runThreads(n, lowering) == 0);
   }
 }
 
-TEST_CASE("AllGather as point-to-point within a node: ranks as processes (2, 3)") {
+TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as processes (2, 3)") {
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("p2p-collectives", n) == 0);
   }
 }
 
-TEST_CASE("AllGather as point-to-point: not with PLEXUS_P2P_COLLECTIVES=0, nor when NCCL_ALGO decides") {
+TEST_CASE("AllGather and Broadcast as point-to-point: not with PLEXUS_P2P_COLLECTIVES=0, nor when NCCL_ALGO decides") {
   for (const char* var : {"PLEXUS_P2P_COLLECTIVES", "NCCL_ALGO"}) {
     CAPTURE(var);
     setenv(var, std::string(var) == "NCCL_ALGO" ? "ring" : "0", 1);
     CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-            return allGather(rank, nranks, comm, stream, 70001, false);
+            return allGather(rank, nranks, comm, stream, 70001, false) +
+                   broadcast(rank, nranks, comm, stream, 70001, false);
           }) == 0);
     unsetenv(var);
   }

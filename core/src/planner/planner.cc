@@ -168,22 +168,26 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
   return tuningDecide(comm->tuning, task.func, bytes, d);
 }
 
-// Within one node a large AllGather is every rank sending its part to every other: as point-to-point each
-// part crosses once, written straight into the receiver's buffer (zero-copy), where the ring copies it into
-// a connector slot and out again at every hop. Only where the cost model alone would decide (no
-// NCCL_ALGO/NCCL_PROTO, rule or tuner), which every rank sees alike. (A Broadcast lowered so measured
-// slower than the ring from 4 MiB on: one core copies everything, where the ring's pipeline keeps both busy.)
+// Within one node a large AllGather is every rank sending its part to every other, and a Broadcast between two
+// ranks one message: as point-to-point each part crosses once, written straight into the receiver's buffer
+// (zero-copy), where the ring copies it into a connector slot and out again at every hop. Only where the cost
+// model alone would decide (no NCCL_ALGO/NCCL_PROTO, rule or tuner), which every rank sees alike. The
+// Broadcast only up to kP2pBroadcastMaxBytes: beyond, one core copying everything measured slower than the
+// ring's pipeline, which keeps both busy.
+constexpr size_t kP2pBroadcastMaxBytes = 512 * 1024;
+
 bool lowersToP2p(ncclComm* comm, const Task& t) {
   if (!comm->planner.p2pCollectives || comm->topo.nNodes != 1 || comm->nRanks < 2 ||
       4u * (uint32_t)comm->nRanks > comm->workFifo.capacity() / 2)  // a unit (2 nRanks tasks) must fit a launch
     return false;
   const size_t bytes = t.count * typeSize(t.datatype);
   if (bytes < kZeroCopyMinBytes) return false;
-  if (t.func != ncclFuncAllGather) return false;
+  const bool broadcast = t.func == ncclFuncBroadcast && comm->nRanks == 2 && bytes <= kP2pBroadcastMaxBytes;
+  if (t.func != ncclFuncAllGather && !broadcast) return false;
   return tuningUnconstrained(comm->tuning, t.func, collectiveBytes(t.func, t.count, t.datatype, comm->nRanks));
 }
 
-// Appends the sends and receives that do AllGather t (lowersToP2p), this rank's own part as a send to itself.
+// Appends the sends and receives that do t (lowersToP2p), this rank's own part as a send to itself.
 void lowerToP2p(ncclComm* comm, const Task& t, uint32_t unit, std::vector<Task>* out) {
   const size_t bytes = t.count * typeSize(t.datatype);
   auto add = [&](ncclFunc_t func, int peer, const void* buf) {
@@ -197,6 +201,16 @@ void lowerToP2p(ncclComm* comm, const Task& t, uint32_t unit, std::vector<Task>*
     p.recvbuff = func == ncclFuncRecv ? const_cast<void*>(buf) : nullptr;
     out->push_back(p);
   };
+  if (t.func == ncclFuncBroadcast) {  // two ranks
+    if (comm->rank == t.root) {
+      add(ncclFuncSend, 1 - t.root, t.sendbuff);
+      add(ncclFuncSend, t.root, t.sendbuff);
+      add(ncclFuncRecv, t.root, t.recvbuff);
+    } else {
+      add(ncclFuncRecv, t.root, t.recvbuff);
+    }
+    return;
+  }
   for (int k = 0; k < comm->nRanks; k++) {  // from this rank on, so that ranks start on different peers
     const int p = (comm->rank + k) % comm->nRanks;
     add(ncclFuncSend, p, t.sendbuff);
