@@ -77,14 +77,14 @@ class Proxy {
     });
     bool busy = false;
     for (ProxyConnection* c : conns_) {
-      if (c->failed) continue;
+      if (c->failed.load(std::memory_order_relaxed)) continue;
       int idle = 1;
       char why[512] = "";
       ncclResult_t r = c->api->proxyProgress(c->resources, &idle, why, (int)sizeof why);
       if (c->removeRequested.load(std::memory_order_acquire)) continue;  // abandoned during the call: owner gone
       c->settled.store(idle != 0, std::memory_order_release);
       if (r != ncclSuccess) {
-        c->failed = true;
+        c->failed.store(true, std::memory_order_release);
         if (c->onError) c->onError(c->owner, *c, r, why);
         if (c->abortFlag) __atomic_store_n(c->abortFlag, 1, __ATOMIC_RELEASE);
         continue;
@@ -143,7 +143,7 @@ bool proxyDrain(const std::vector<ProxyConnection*>& conns, double seconds, vola
   const uint64_t first = p.passes() + 1;
   for (;;) {
     bool settled = p.passes() > first;
-    for (const ProxyConnection* c : conns) settled &= c->failed || c->settled.load(std::memory_order_acquire);
+    for (const ProxyConnection* c : conns) settled &= c->failed.load(std::memory_order_acquire) || c->settled.load(std::memory_order_acquire);
     if (settled) return true;
     if ((abortFlag && __atomic_load_n(abortFlag, __ATOMIC_RELAXED)) || std::chrono::steady_clock::now() > end) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));

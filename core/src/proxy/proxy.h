@@ -26,7 +26,7 @@ struct ProxyConnection {
   void* owner = nullptr;
   int peer = -1, channel = -1;
   bool isSend = false;
-  bool failed = false;  // set by the proxy; the connection is not progressed again
+  std::atomic<bool> failed{false};  // set by the proxy; the connection is not progressed again
   std::atomic<bool> settled{false};  // the last pass found nothing to finish (proxyProgress's idle)
   std::atomic<bool> removeRequested{false}, removed{false};  // proxyRemove's handshake with the proxy thread
 };
