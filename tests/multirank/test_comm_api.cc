@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "settle.h"
 
 namespace {
 
@@ -31,16 +32,7 @@ long allReduceCheck(ncclComm_t comm, cudaStream_t stream, int value, int expect,
   return wrong;
 }
 
-// Polls a nonblocking communicator until it leaves ncclInProgress.
-ncclResult_t settle(ncclComm_t comm) {
-  ncclResult_t e = ncclInProgress;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (e == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-    if (ncclCommGetAsyncError(comm, &e) != ncclSuccess) return ncclInternalError;
-    if (e == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return e;
-}
+ncclResult_t settle(ncclComm_t comm) { return testenv::settle(comm, 60); }
 
 long commShape(ncclComm_t comm, int wantRank, int wantCount) {
   int rank = -1, count = -1;

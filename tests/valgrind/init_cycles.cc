@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "settle.h"
 #include "test_env.h"
 
 namespace {
@@ -29,17 +30,6 @@ long failed(const char* what, ncclResult_t r) {
   if (r == ncclSuccess) return 0;
   fprintf(stderr, "init_cycles: %s: %s (%s)\n", what, ncclGetErrorString(r), ncclGetLastError(nullptr));
   return 1;
-}
-
-// Polls a nonblocking communicator until it leaves ncclInProgress (bounded: 120 s under valgrind).
-ncclResult_t settle(ncclComm_t comm) {
-  ncclResult_t e = ncclInProgress;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (e == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-    if (ncclCommGetAsyncError(comm, &e) != ncclSuccess) return ncclInternalError;
-    if (e == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return e;
 }
 
 // One AllReduce of `count` ints, in place, on a stream of its own; every element must be `expect`.
@@ -100,7 +90,7 @@ long nonblocking() {
     ncclResult_t r = ncclCommInitRankConfig(&comm, kRanks, id, rank, &config);
     if (r != ncclInProgress && failed("ncclCommInitRankConfig", r)) return 1L;
     if (!comm) return 1L;
-    long bad = failed("nonblocking init", settle(comm));
+    long bad = failed("nonblocking init", testenv::settle(comm, 120));
     if (!bad) bad += allReduceCheck(comm, rank + 1, 3);
     return bad + failed("ncclCommDestroy", ncclCommDestroy(comm));
   });

@@ -97,8 +97,8 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
   if (comm->initThread.joinable()) comm->initThread.join();
   if (abort || comm->asyncError.load() != ncclSuccess) {
-    // Waits give up at once; whatever is in flight finishes with an error.
-    // Also the bootstrap's abort flag (it may still be in init's hands).
+    // Waits give up at once (the bootstrap's too: this is its abort flag); whatever is in flight finishes
+    // with an error.
     __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
   }
   if (comm->executor) comm->executor->waitIdle();

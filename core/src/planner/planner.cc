@@ -236,24 +236,19 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   auto isColl = [](const Task& t) { return !isP2p(t.func); };
   if (!std::is_partitioned(tasks.begin(), tasks.end(), isColl)) std::stable_partition(tasks.begin(), tasks.end(), isColl);
   if (comm->planner.checkArgs) NCCLCHECK(crossCheck(comm, tasks));
-  if (!tasks.empty() && !isP2p(tasks.front().func)) {
-    size_t lowered = 0;
-    for (const Task& t : tasks)
-      if (!isP2p(t.func) && lowersToP2p(comm, t)) lowered++;
-    if (lowered) {
-      // Kept collectives, then the lowered ones, then the application's sends and receives (whose number
-      // may differ between ranks), so that the lowered units sit at the same places on every rank.
-      std::vector<Task> kept, lowered, p2p;
-      uint32_t unit = 0;
-      for (const Task& t : tasks) {
-        if (isP2p(t.func)) p2p.push_back(t);
-        else if (lowersToP2p(comm, t)) lowerToP2p(comm, t, ++unit, &lowered);
-        else kept.push_back(t);
-      }
-      tasks.swap(kept);
-      tasks.insert(tasks.end(), lowered.begin(), lowered.end());
-      tasks.insert(tasks.end(), p2p.begin(), p2p.end());
-    }
+  // Lowered collectives go after the kept ones and before the application's sends and receives (whose
+  // number may differ between ranks), so that their units sit at the same places on every rank.
+  const size_t nColl = std::partition_point(tasks.begin(), tasks.end(), isColl) - tasks.begin();
+  std::vector<Task> lowered;
+  uint32_t unit = 0;
+  size_t kept = 0;
+  for (size_t k = 0; k < nColl; k++) {
+    if (lowersToP2p(comm, tasks[k])) lowerToP2p(comm, tasks[k], ++unit, &lowered);
+    else tasks[kept++] = tasks[k];
+  }
+  if (unit) {
+    tasks.erase(tasks.begin() + kept, tasks.begin() + nColl);
+    tasks.insert(tasks.begin() + kept, lowered.begin(), lowered.end());
   }
   if (!tasks.empty() && isP2p(tasks.back().func)) {
     std::vector<ConnectRequest> p2pConnectors;

@@ -1,5 +1,6 @@
 #include "proxy/proxy.h"
 
+#include <plexus/device/arch.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -143,9 +144,10 @@ bool proxyDrain(const std::vector<ProxyConnection*>& conns, double seconds, vola
   const uint64_t first = p.passes() + 1;
   for (;;) {
     bool settled = p.passes() > first;
-    for (const ProxyConnection* c : conns) settled &= c->failed.load(std::memory_order_acquire) || c->settled.load(std::memory_order_acquire);
+    for (const ProxyConnection* c : conns)
+      settled &= c->failed.load(std::memory_order_acquire) || c->settled.load(std::memory_order_acquire);
     if (settled) return true;
-    if ((abortFlag && __atomic_load_n(abortFlag, __ATOMIC_RELAXED)) || std::chrono::steady_clock::now() > end) return false;
+    if ((abortFlag && dev::loadRelaxed(abortFlag)) || std::chrono::steady_clock::now() > end) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <mutex>
 #include <random>
 #include <unordered_map>
@@ -20,23 +19,26 @@
 namespace p2p {
 
 static std::atomic<uint64_t> segmentCounter{0};
-constexpr size_t kHeapHeader = 4096;  // keeps the memory page aligned after the reference count
 
-// Heap segments alive in this process, by address, with their serial: a rank maps a peer's segment by
-// the address the peer sent, and the peer may have freed it meanwhile (aborted during setup), so a
-// reference is taken only on a segment still registered under the same serial.
+// Heap segments alive in this process, by address, with their serial and references: a rank maps a peer's
+// segment by the address the peer sent, and the peer may have freed it meanwhile (aborted during setup), so
+// a reference is taken only on a segment still registered under the same serial.
+struct HeapSegment {
+  uint32_t serial;
+  int refs;
+};
 static std::mutex heapMutex;
-static std::unordered_map<void*, uint32_t>& heapLive() {
-  static auto* m = new std::unordered_map<void*, uint32_t>();
+static std::unordered_map<void*, HeapSegment>& heapLive() {
+  static auto* m = new std::unordered_map<void*, HeapSegment>();
   return *m;
 }
 
-static int* heapRefs(void* ptr) { return (int*)((char*)ptr - kHeapHeader); }
 static void heapRelease(void* ptr) {
   std::lock_guard<std::mutex> lock(heapMutex);
-  if (--*heapRefs(ptr) > 0) return;
-  heapLive().erase(ptr);
-  free((char*)ptr - kHeapHeader);
+  auto it = heapLive().find(ptr);
+  if (it == heapLive().end() || --it->second.refs > 0) return;
+  heapLive().erase(it);
+  free(ptr);
 }
 
 ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
@@ -47,18 +49,17 @@ ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
     // Reference counted: either side may be torn down first, and the other may still post a head or
     // tail into this memory; it is freed when both have let go.
     void* p = nullptr;
-    if (posix_memalign(&p, 4096, size + kHeapHeader) != 0) {
+    if (posix_memalign(&p, 4096, size) != 0) {
       P2P_WARN("p2p-nvlink: cannot allocate %zu bytes of connection memory", size);
       return ncclSystemError;
     }
-    memset(p, 0, size + kHeapHeader);
-    *(int*)p = 1;
-    mem->ptr = (char*)p + kHeapHeader;
+    memset(p, 0, size);
+    mem->ptr = p;
     mem->handle.kind = MemKind::Heap;
-    mem->handle.address = (uint64_t)(uintptr_t)mem->ptr;
+    mem->handle.address = (uint64_t)(uintptr_t)p;
     mem->handle.serial = (uint32_t)segmentCounter.fetch_add(1);
     std::lock_guard<std::mutex> lock(heapMutex);
-    heapLive()[mem->ptr] = mem->handle.serial;
+    heapLive()[p] = HeapSegment{mem->handle.serial, 1};
     return ncclSuccess;
   }
   std::random_device rd;
@@ -117,12 +118,12 @@ ncclResult_t memMap(const MemHandle& handle, void** ptr) {
     void* p = (void*)(uintptr_t)handle.address;
     std::lock_guard<std::mutex> lock(heapMutex);
     auto it = heapLive().find(p);
-    if (it == heapLive().end() || it->second != handle.serial) {
+    if (it == heapLive().end() || it->second.serial != handle.serial) {
       P2P_WARN("p2p-nvlink: the peer's connection memory is gone: the peer rank was aborted or destroyed while "
                "connecting");
       return ncclRemoteError;
     }
-    ++*heapRefs(p);
+    it->second.refs++;
     *ptr = p;
     return ncclSuccess;
   }
