@@ -50,9 +50,11 @@ std::string findPluginFile(const std::string& fileName) {
   return "";
 }
 
-// Opens a plugin and returns the address of `symbol`, or nullptr with `why` set.
-static void* openSymbol(const std::string& nameOrPath, const std::string& fileName, const char* symbol,
-                        std::string* path, std::string* why) {
+// Opens a plugin and returns the address of the first of `symbols` it exports (*which: its index), or nullptr
+// with `why` set.
+static void* openSymbol(const std::string& nameOrPath, const std::string& fileName,
+                        std::initializer_list<const char*> symbols, std::string* path, std::string* why,
+                        int* which = nullptr) {
   *path = nameOrPath.find('/') != std::string::npos ? nameOrPath : findPluginFile(fileName);
   if (path->empty()) {
     *why = "no file " + fileName + " in PLEXUS_PLUGIN_PATH or beside libplexus.so";
@@ -63,21 +65,18 @@ static void* openSymbol(const std::string& nameOrPath, const std::string& fileNa
     *why = std::string("dlopen failed: ") + dlerror();
     return nullptr;
   }
-  void* sym = dlsym(lib, symbol);
-  if (!sym) {
-    *why = std::string("the file does not export ") + symbol;
-    dlclose(lib);
-    return nullptr;
+  int i = 0;
+  for (const char* symbol : symbols) {
+    if (void* sym = dlsym(lib, symbol)) {
+      if (which) *which = i;
+      return sym;  // the library stays open for the life of the process
+    }
+    i++;
   }
-  return sym;  // the library stays open for the life of the process
-}
-
-const char* checkAlgoTable(const plexusAlgo_v1_t* api) {
-  if (api->abiVersion != PLEXUS_ALGO_ABI_VERSION) return "ABI version mismatch";
-  if (api->structSize < sizeof(plexusAlgo_v1_t)) return "function table smaller than ABI v1's";
-  if (!api->name || !api->name[0]) return "no name";
-  if (!api->init || !api->buildGraph || !api->cost || !api->runHost || !api->finalize)
-    return "a required member (init, buildGraph, cost, runHost, finalize) is NULL";
+  *why = "the file does not export ";
+  i = 0;
+  for (const char* symbol : symbols) *why += (i++ ? " or " : "") + std::string(symbol);
+  dlclose(lib);
   return nullptr;
 }
 
@@ -105,28 +104,26 @@ ncclResult_t loadAlgorithms(const std::vector<std::string>& names, std::vector<c
       if (a->name == name || a->path == name) found = a.get();
     if (!found) {
       std::string path, why;
-      auto* api = (const plexusAlgo_v1_t*)openSymbol(name, "libplexus-algo-" + name + ".so",
-                                                      PLEXUS_ALGO_PLUGIN_SYMBOL, &path, &why);
-      if (api) {
-        if (const char* bad = checkAlgoTable(api)) {
-          why = std::string(bad) + " (plugin ABI " + std::to_string(api->abiVersion) + ", size " +
-                std::to_string(api->structSize) + "; this Plexus expects ABI " +
-                std::to_string(PLEXUS_ALGO_ABI_VERSION) + ", size " + std::to_string(sizeof(plexusAlgo_v1_t)) + ")";
-          api = nullptr;
-        }
-      }
+      int which = 0;
+      const void* table = openSymbol(name, "libplexus-algo-" + name + ".so",
+                                     {PLEXUS_ALGO_PLUGIN_SYMBOL, PLEXUS_ALGO_V1_PLUGIN_SYMBOL}, &path, &why, &which);
+      const char* symbol = which == 0 ? PLEXUS_ALGO_PLUGIN_SYMBOL : PLEXUS_ALGO_V1_PLUGIN_SYMBOL;
+      std::unique_ptr<const AlgoApi> api;
+      if (table) api = which == 0 ? algoAdapt_v2(table, &why) : algoAdapt_v1(table, &why);
       if (!api)
         return setError(nullptr, ncclInvalidUsage, "algorithm plugin '%s': refused %s, symbol %s: %s", name.c_str(),
-                        path.empty() ? "(no file)" : path.c_str(), PLEXUS_ALGO_PLUGIN_SYMBOL, why.c_str());
+                        path.empty() ? "(no file)" : path.c_str(), table ? symbol : PLEXUS_ALGO_PLUGIN_SYMBOL,
+                        why.c_str());
       for (auto& a : algoRegistry)
         if (a->name == api->name)
           return setError(nullptr, ncclInvalidUsage,
                           "algorithm plugin '%s' (%s) has the same name as the one loaded from %s; rename one",
                           api->name, path.c_str(), a->path.c_str());
-      algoRegistry.push_back(std::make_unique<AlgoPlugin>(AlgoPlugin{api->name, path, api}));
+      const int version = which == 0 ? PLEXUS_ALGO_ABI_VERSION : PLEXUS_ALGO_V1_ABI_VERSION;
+      algoRegistry.push_back(std::make_unique<AlgoPlugin>(AlgoPlugin{api->name, path, version, std::move(api)}));
       found = algoRegistry.back().get();
-      INFO(NCCL_INIT, "algorithm plugin '%s': loaded %s (%s, ABI %u)", found->name.c_str(), path.c_str(),
-           PLEXUS_ALGO_PLUGIN_SYMBOL, api->abiVersion);
+      INFO(NCCL_INIT, "algorithm plugin '%s': loaded %s (%s, ABI %d%s)", found->name.c_str(), path.c_str(), symbol,
+           version, version < PLEXUS_ALGO_ABI_VERSION ? ": host backend only" : "");
     }
     out->push_back(found);
   }
@@ -140,7 +137,7 @@ ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out) {
     for (const char* name : {"p2p-nvlink"}) {
       std::string path, why;
       auto* api = (const plexusTransport_v1_t*)openSymbol(name, std::string("libplexus-") + name + ".so",
-                                                           PLEXUS_TRANSPORT_PLUGIN_SYMBOL, &path, &why);
+                                                           {PLEXUS_TRANSPORT_PLUGIN_SYMBOL}, &path, &why);
       if (api) {
         if (const char* bad = checkTransportTable(api)) {
           why = std::string(bad) + " (plugin ABI " + std::to_string(api->abiVersion) + "; this Plexus expects " +

@@ -2,13 +2,13 @@
 // the process. One line per plugin says what was searched, what loaded with which ABI, or why not.
 #pragma once
 
-#include <plexus/algo_v1.h>
 #include <plexus/transport_v1.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "plugin/algo.h"
 #include "plugin/tuner.h"
 
 namespace plexus {
@@ -16,7 +16,8 @@ namespace plexus {
 struct AlgoPlugin {
   std::string name;
   std::string path;
-  const plexusAlgo_v1_t* api;
+  int version;                          // the ABI the file exports (plexusAlgoPlugin_v<version>)
+  std::unique_ptr<const AlgoApi> api;  // v2's calls over that version
 };
 
 struct TransportPlugin {
@@ -75,7 +76,6 @@ const void* newestSymbol(void* lib, const std::string& base, const std::vector<i
                          std::string* found);
 
 // Validation shared by the loader and the tests: nullptr when the table is acceptable, else why not.
-const char* checkAlgoTable(const plexusAlgo_v1_t* api);
 const char* checkTransportTable(const plexusTransport_v1_t* api);
 
 }  // namespace plexus

@@ -1,14 +1,15 @@
 /*
- * Plexus algorithm plugin ABI, version 1.
+ * Plexus algorithm plugin ABI, version 1 (frozen; new plugins use algo_v2.h, whose topology and graph types
+ * these are). The core still loads v1 plugins, on the host backend only.
  *
- * An algorithm plugin is a shared object exporting one symbol, PLEXUS_ALGO_PLUGIN_SYMBOL, of type
+ * An algorithm plugin is a shared object exporting one symbol, PLEXUS_ALGO_V1_PLUGIN_SYMBOL, of type
  * plexusAlgo_v1_t. It names itself, says which collectives and protocols it serves, builds its
  * per-channel graph (ring orders, tree links) from the topology the core gives it, estimates the
  * cost of an operation (the tuner's default), and runs the step loops: on the host backend through
  * runHost, on CUDA through the kernel getCudaKernel returns. Plugins never see core structs: only
  * this header, device_v1.h and the header-only primitives in plexus/device/.
  *
- * The core refuses a plugin whose abiVersion differs from PLEXUS_ALGO_ABI_VERSION or whose
+ * The core refuses a plugin whose abiVersion differs from PLEXUS_ALGO_V1_ABI_VERSION or whose
  * structSize is smaller than it needs, or with a NULL required member, naming file, symbol and
  * versions. C99.
  */
@@ -22,8 +23,8 @@
 extern "C" {
 #endif
 
-#define PLEXUS_ALGO_ABI_VERSION 1
-#define PLEXUS_ALGO_PLUGIN_SYMBOL "plexusAlgoPlugin_v1"
+#define PLEXUS_ALGO_V1_ABI_VERSION 1
+#define PLEXUS_ALGO_V1_PLUGIN_SYMBOL "plexusAlgoPlugin_v1"
 
 /* What the core knows about the communicator when it builds graphs. Arrays have nRanks entries
  * and stay valid only for the duration of the call. */
@@ -69,7 +70,7 @@ typedef struct plexusAlgoGraph_v1 {
 } plexusAlgoGraph_v1_t;
 
 typedef struct plexusAlgo_v1 {
-  uint32_t abiVersion; /* PLEXUS_ALGO_ABI_VERSION */
+  uint32_t abiVersion; /* PLEXUS_ALGO_V1_ABI_VERSION */
   uint32_t structSize; /* sizeof(plexusAlgo_v1_t) as the plugin was built */
   const char* name;    /* short and unique, e.g. "ring"; what configs and NCCL_ALGO name */
   uint32_t funcMask;   /* bit (1u << ncclFunc_t) per collective served */
@@ -84,8 +85,7 @@ typedef struct plexusAlgo_v1 {
   /* Runs the step loop of one work item on one channel, on the calling host thread. Returns
    * ncclSuccess, or the error that stopped it (the channel's status tells abort from timeout). */
   ncclResult_t (*runHost)(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work);
-  /* Optional (NULL without CUDA): the __global__ kernel for a work item, launched with one block per
-   * channel and signature void(plexusDevComm_v1_t*, const plexusDevWork_v1_t*). */
+  /* Never called (v1 plugins run on the host backend only). */
   ncclResult_t (*getCudaKernel)(const plexusDevWork_v1_t* work, const void** kernel);
   ncclResult_t (*finalize)(void* ctx);
 } plexusAlgo_v1_t;

@@ -200,6 +200,30 @@ typedef struct plexusDevWork_v1 {
   uint64_t opSeq;      /* collective sequence number on this communicator, for reports */
 } plexusDevWork_v1_t;
 
+/* Where a launch's work items live (NCCL's ncclDevWorkStorageType). */
+#define PLEXUS_WORK_STORAGE_ARGS 0       /* inline in the kernel's parameter (inlineWorks), when they fit */
+#define PLEXUS_WORK_STORAGE_FIFO 1       /* in the communicator's workFifo ring: works[(first + i) & mask] */
+#define PLEXUS_WORK_STORAGE_PERSISTENT 2 /* in memory owned by a captured CUDA graph: works[i] */
+
+/* A kernel's one parameter: CUDA kernels take it by value (at most PLEXUS_KERNEL_ARGS_BYTES, cut after the last
+ * inline work), the host backend passes its address. Block b runs the channel of the b-th set bit of
+ * channelMask, and on it every work i < nWorks whose channel range holds that channel, in order. */
+#define PLEXUS_KERNEL_ARGS_BYTES 4096
+#define PLEXUS_KERNEL_ARGS_MAX_WORKS 63
+
+typedef struct plexusDevKernelArgs_v1 {
+  plexusDevComm_v1_t* comm;
+  const plexusDevWork_v1_t* works; /* FIFO: the ring; PERSISTENT: the works; ARGS: NULL */
+  uint32_t storage;                /* PLEXUS_WORK_STORAGE_* */
+  uint32_t nWorks;
+  uint32_t first; /* FIFO: ring index of the first work */
+  uint32_t mask;  /* FIFO: ring entries - 1 */
+  uint64_t channelMask;
+  uint64_t launchSeq; /* the communicator's launch count, for reports */
+  uint64_t pad0[2];
+  plexusDevWork_v1_t inlineWorks[PLEXUS_KERNEL_ARGS_MAX_WORKS];
+} plexusDevKernelArgs_v1_t;
+
 #ifdef __cplusplus
 } /* extern "C" */
 static_assert(sizeof(plexusLLFifoLine_v1_t) == 16, "plexusLLFifoLine_v1_t layout");
@@ -214,6 +238,8 @@ static_assert(sizeof(plexusDevTree_v1_t) == 32, "plexusDevTree_v1_t layout");
 static_assert(sizeof(plexusDevChannel_v1_t) == 88, "plexusDevChannel_v1_t layout");
 static_assert(sizeof(plexusDevComm_v1_t) == 48, "plexusDevComm_v1_t layout");
 static_assert(sizeof(plexusDevWork_v1_t) == 64, "plexusDevWork_v1_t layout");
+static_assert(offsetof(plexusDevKernelArgs_v1_t, inlineWorks) == 64, "plexusDevKernelArgs_v1_t layout");
+static_assert(sizeof(plexusDevKernelArgs_v1_t) == PLEXUS_KERNEL_ARGS_BYTES, "plexusDevKernelArgs_v1_t layout");
 #endif
 
 #endif /* PLEXUS_DEVICE_V1_H_ */
