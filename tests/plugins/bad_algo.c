@@ -1,14 +1,14 @@
 /* Broken algorithm plugins, one defect per build (BAD_missing_symbol, BAD_wrong_version,
  * BAD_null_member), for the loader's refusal tests. */
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
 
 #if !defined(BAD_missing_symbol)
-static ncclResult_t init(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t logger) {
+static ncclResult_t init(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t logger) {
   (void)topo; (void)logger;
   *ctx = 0;
   return ncclSuccess;
 }
-static ncclResult_t buildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) { (void)ctx; (void)graph; return ncclSuccess; }
+static ncclResult_t buildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) { (void)ctx; (void)graph; return ncclSuccess; }
 static ncclResult_t cost(void* ctx, ncclFunc_t f, int p, size_t n, int c, float* t) {
   (void)ctx; (void)f; (void)p; (void)n; (void)c;
   *t = -1.0f;
@@ -16,13 +16,13 @@ static ncclResult_t cost(void* ctx, ncclFunc_t f, int p, size_t n, int c, float*
 }
 static ncclResult_t finalize(void* ctx) { (void)ctx; return ncclSuccess; }
 
-__attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+__attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
 #if defined(BAD_wrong_version)
     PLEXUS_ALGO_ABI_VERSION + 1,
 #else
     PLEXUS_ALGO_ABI_VERSION,
 #endif
-    sizeof(plexusAlgo_v1_t), "bad", 1u << ncclFuncAllReduce, 1u << PLEXUS_PROTO_SIMPLE, init, buildGraph, cost,
+    sizeof(plexusAlgo_v2_t), "bad", 1u << ncclFuncAllReduce, 1u << PLEXUS_PROTO_SIMPLE, init, buildGraph, cost,
     0 /* runHost: NULL, the defect of null_member (wrong_version is refused before this is read) */,
     0, finalize};
 #else

@@ -14,7 +14,7 @@ fail() { echo "test_sdk: $*" >&2; exit 1; }
 
 cmake --install "$build" --prefix "$tmp/install" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "install failed"; }
 prefix=$tmp/install
-for f in include/nccl.h include/plexus.h include/plexus/algo_v1.h include/plexus/device/protocol_prims.h \
+for f in include/nccl.h include/plexus.h include/plexus/algo_v2.h include/plexus/device/kernel.h include/plexus/device/protocol_prims.h \
          lib/cmake/plexus/plexusConfig.cmake lib/pkgconfig/plexus.pc lib/pkgconfig/plexus-plugin-api.pc \
          lib/plexus/libplexus-algo-ring.so bin/plexus-perf; do
   [[ -e $prefix/$f ]] || fail "the install tree lacks $f"
@@ -38,7 +38,7 @@ C
 cc "$tmp/app.c" -o "$tmp/app" $(pkg-config --cflags --libs plexus) -Wl,-rpath,"$prefix/lib" || fail "app via pkg-config"
 "$tmp/app" >/dev/null || fail "the pkg-config app did not run"
 cat >"$tmp/plugin.c" <<'C'
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
 #include <plexus/transport_v1.h>
 int plexusExampleAbi(void) { return PLEXUS_ALGO_ABI_VERSION + PLEXUS_TRANSPORT_ABI_VERSION; }
 C

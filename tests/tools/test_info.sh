@@ -13,7 +13,7 @@ expect() { grep -qE -- "$1" <<<"$out" || fail "no line matching '$1'"; }
 
 out=$(PLEXUS_PLUGIN_PATH=$testplugins:$plugins "$info" 2>&1) || fail "plexus-info failed"
 expect "^Plexus [0-9]+\.[0-9]+\.[0-9]+, NCCL API 2\."
-expect "algorithm +ring +$plugins/libplexus-algo-ring.so \(plexusAlgoPlugin_v1, ABI 1\).*\[in use\]"
+expect "algorithm +ring +$plugins/libplexus-algo-ring.so \(plexusAlgoPlugin_v2, ABI 2[^)]*\).*\[in use\]"
 expect "algorithm +tree .*\[in use\]"
 expect "transport +p2p-nvlink"
 expect "libplexus-algo-bad-wrong_version.so: refused: .*ABI version mismatch \(plugin ABI 2; this Plexus expects 1\)"

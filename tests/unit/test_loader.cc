@@ -20,7 +20,7 @@ TEST_CASE("loader: algo-ring and p2p-nvlink load with their ABI") {
   REQUIRE(loadAlgorithms({"ring"}, &algos) == ncclSuccess);
   REQUIRE(algos.size() == 1);
   CHECK(algos[0]->name == "ring");
-  CHECK(algos[0]->api->abiVersion == PLEXUS_ALGO_ABI_VERSION);
+  CHECK(algos[0]->version == PLEXUS_ALGO_ABI_VERSION);
   std::vector<const TransportPlugin*> transports;
   REQUIRE(loadTransports(&transports) == ncclSuccess);
   REQUIRE(transports.size() >= 1);
@@ -32,8 +32,8 @@ TEST_CASE("loader: broken algorithm plugins are refused with the file, symbol an
     const char* file;
     const char* reason;
   } cases[] = {
-      {"libplexus-algo-bad-missing_symbol.so", "does not export plexusAlgoPlugin_v1"},
-      {"libplexus-algo-bad-wrong_version.so", "ABI version mismatch (plugin ABI 2"},
+      {"libplexus-algo-bad-missing_symbol.so", "does not export plexusAlgoPlugin_v2 or plexusAlgoPlugin_v1"},
+      {"libplexus-algo-bad-wrong_version.so", "ABI version mismatch (plugin ABI 3"},
       {"libplexus-algo-bad-null_member.so", "is NULL"},
   };
   for (auto& c : cases) {
@@ -47,4 +47,13 @@ TEST_CASE("loader: broken algorithm plugins are refused with the file, symbol an
   std::vector<const AlgoPlugin*> algos;
   CHECK(loadAlgorithms({"no-such-algorithm"}, &algos) == ncclInvalidUsage);
   CHECK(std::string(lastError(nullptr)).find("libplexus-algo-no-such-algorithm.so") != std::string::npos);
+}
+
+TEST_CASE("loader: an ABI v1 plugin loads through its adapter, host backend only") {
+  std::vector<const AlgoPlugin*> algos;
+  REQUIRE(loadAlgorithms({testPluginDir() + "libplexus-algo-rd-v1.so"}, &algos) == ncclSuccess);
+  REQUIRE(algos.size() == 1);
+  CHECK(algos[0]->name == "rd-v1");
+  CHECK(algos[0]->version == 1);
+  CHECK_FALSE(algos[0]->api->hasCudaKernels());
 }

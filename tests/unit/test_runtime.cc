@@ -26,7 +26,7 @@ TEST_CASE("workFifo: the producer waits while full and resumes when the consumer
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK_FALSE(got.load());  // 6 + 4 > 8
-  fifo.consume(6);
+  fifo.consumeTo(6);
   producer.join();
   CHECK(got.load());
   CHECK(fifo.at(9).func == fifo.at(1).func);  // wraps

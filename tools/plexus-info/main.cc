@@ -132,14 +132,18 @@ std::string survey(const std::string& path, const std::string& file, const std::
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) return "?          " + path + ": dlopen failed: " + dlerror();
   char buf[512];
-  if (auto* a = (const plexusAlgo_v1_t*)dlsym(lib, PLEXUS_ALGO_PLUGIN_SYMBOL)) {
-    if (const char* bad = checkAlgoTable(a))
-      snprintf(buf, sizeof buf, "algorithm  %s: refused: %s, symbol %s: %s (plugin ABI %u; this Plexus expects %d)",
-               path.c_str(), path.c_str(), PLEXUS_ALGO_PLUGIN_SYMBOL, bad, a->abiVersion, PLEXUS_ALGO_ABI_VERSION);
+  for (int version : {PLEXUS_ALGO_ABI_VERSION, PLEXUS_ALGO_V1_ABI_VERSION}) {
+    const char* symbol = version == PLEXUS_ALGO_ABI_VERSION ? PLEXUS_ALGO_PLUGIN_SYMBOL : PLEXUS_ALGO_V1_PLUGIN_SYMBOL;
+    const void* table = dlsym(lib, symbol);
+    if (!table) continue;
+    std::string why;
+    auto a = version == PLEXUS_ALGO_ABI_VERSION ? algoAdapt_v2(table, &why) : algoAdapt_v1(table, &why);
+    if (!a)
+      snprintf(buf, sizeof buf, "algorithm  %s: refused: symbol %s: %s", path.c_str(), symbol, why.c_str());
     else
-      snprintf(buf, sizeof buf, "algorithm  %-10s %s (%s, ABI %u): %s; %s%s", a->name, path.c_str(),
-               PLEXUS_ALGO_PLUGIN_SYMBOL, a->abiVersion, funcList(a->funcMask).c_str(), protoList(a->protoMask).c_str(),
-               mark(a->name));
+      snprintf(buf, sizeof buf, "algorithm  %-10s %s (%s, ABI %d%s): %s; %s%s", a->name, path.c_str(), symbol, version,
+               a->hasCudaKernels() ? ", CUDA kernels" : "", funcList(a->funcMask).c_str(),
+               protoList(a->protoMask).c_str(), mark(a->name));
     return buf;
   }
   if (auto* t = (const plexusTransport_v1_t*)dlsym(lib, PLEXUS_TRANSPORT_PLUGIN_SYMBOL)) {
@@ -151,7 +155,8 @@ std::string survey(const std::string& path, const std::string& file, const std::
                PLEXUS_TRANSPORT_PLUGIN_SYMBOL, t->abiVersion);
     return buf;
   }
-  return "?          " + path + ": refused: exports neither " PLEXUS_ALGO_PLUGIN_SYMBOL " nor " PLEXUS_TRANSPORT_PLUGIN_SYMBOL;
+  return "?          " + path + ": refused: exports none of " PLEXUS_ALGO_PLUGIN_SYMBOL ", " PLEXUS_ALGO_V1_PLUGIN_SYMBOL
+         " and " PLEXUS_TRANSPORT_PLUGIN_SYMBOL;
 }
 
 void printPlugins(const Config& config) {

@@ -9,9 +9,10 @@
 
 #include "comm/communicator.h"
 #include "health/health.h"
-#include "executor/host_executor.h"
+#include "planner/launch.h"
 #include "group/group.h"
 #include "misc/check.h"
+#include "device/runtime.h"
 #include "planner/planner.h"
 #include "stream/host_stream.h"
 
@@ -56,23 +57,28 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (!comms) return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: comms is NULL");
   if (ndev < 1) return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: ndev %d must be at least 1", ndev);
+  // The devices are of the backend a communicator made on this thread would get (CUDA devices where CUDA runs).
+  plexusBackend_t backend;
+  int current;
+  NCCLCHECK(chooseBackend(&backend, &current));
   if (devlist)
     for (int i = 0; i < ndev; i++) {
-      if (devlist[i] < 0 || devlist[i] >= PLEXUS_MAX_HOST_DEVICES)
+      if (devlist[i] < 0 || (backend == plexusBackendHost && devlist[i] >= PLEXUS_MAX_HOST_DEVICES))
         return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: devlist[%d]=%d is not a valid device", i,
                         devlist[i]);
       for (int j = 0; j < i; j++)
         if (devlist[j] == devlist[i])
           return setError(nullptr, ncclInvalidUsage, "ncclCommInitAll: device %d appears twice in devlist", devlist[i]);
     }
+  for (int i = 0; i < ndev; i++) comms[i] = nullptr;
   ncclUniqueId id;
   NCCLCHECK(bootstrapGetUniqueId(&id));
   std::vector<ncclResult_t> results(ndev, ncclSuccess);
   std::vector<std::thread> threads;
   for (int i = 0; i < ndev; i++)
     threads.emplace_back([&, i] {
-      plexus::setDevice(devlist ? devlist[i] : i);
-      results[i] = commInitRank(&comms[i], ndev, id, i, nullptr);
+      results[i] = useDevice(backend, devlist ? devlist[i] : i);
+      if (results[i] == ncclSuccess) results[i] = commInitRank(&comms[i], ndev, id, i, nullptr);
     });
   for (auto& t : threads) t.join();
   for (int i = 0; i < ndev; i++)
@@ -90,7 +96,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm);
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   NCCLCHECK(checkComm(comm, "ncclCommFinalize"));
-  comm->executor->waitIdle();
+  comm->launcher->waitIdle();
   return comm->asyncError.load();
 }
 
@@ -101,7 +107,7 @@ static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
     // with an error.
     __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
   }
-  if (comm->executor) comm->executor->waitIdle();
+  if (comm->launcher) comm->launcher->waitIdle();
   groupForget(comm);
   commRegister(comm, false);
   commFree(comm);

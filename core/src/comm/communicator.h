@@ -3,7 +3,7 @@
 
 #include <nccl.h>
 #include <plexus.h>
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
 #include <plexus/transport_v1.h>
 
 #include <atomic>
@@ -24,10 +24,12 @@
 
 namespace plexus {
 class HostExecutor;
+class Launcher;
 struct Task;
 struct CommRegistry;  // comm/memory.cc
 struct PeerMappings;  // transport/peer_memory.h
 struct HealthState;   // health/health.cc
+class DeviceRuntime;  // device/runtime.h
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -61,6 +63,7 @@ struct ncclComm {
   int nRanks = 0;
   int device = 0;
   plexusBackend_t backend = plexusBackendHost;
+  plexus::DeviceRuntime* runtime = nullptr;  // the device seam of the backend
   int blocking = 1;
   plexus::CommOptions options;  // from ncclConfig_t (or the parent's)
   uint64_t commHash = 0;
@@ -85,13 +88,17 @@ struct ncclComm {
   plexus::PlannerConfig planner;
   plexus::Tuning tuning;
   std::shared_ptr<const plexus::Config> config;  // the configuration file in effect at init
-  plexus::WorkFifo workFifo;
-  std::unique_ptr<plexus::HostExecutor> executor;
+  std::unique_ptr<plexus::WorkFifo> workFifo;
+  std::unique_ptr<plexus::Launcher> launcher;
+  std::unique_ptr<plexus::HostExecutor> executor;  // host backend: runs the launches
+  // What kernels are given as their communicator: &devComm on the host, its copy in device memory on CUDA.
+  plexusDevComm_v1_t* devCommForKernels = nullptr;
   uint64_t opCount = 0;
 
   // Group state: tasks collected until the outermost ncclGroupEnd.
   std::vector<plexus::Task> tasks;
   std::vector<plexus::Task> plannedTasks;  // the planner's copy of the group being launched
+  std::vector<plexusDevWork_v1_t> plannedWorks;  // the works of the launch being planned
   bool inGroup = false;
 
   std::thread initThread;  // nonblocking init runs here

@@ -9,12 +9,14 @@
 #include <unordered_set>
 
 #include "comm/communicator.h"
+#include "device/runtime.h"
 #include "executor/host_executor.h"
 #include "group/group.h"
 #include "health/health.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "misc/rand.h"
+#include "planner/launch.h"
 #include "planner/planner.h"
 #include <plexus/device/arch.h>
 #include "transport/peer_memory.h"
@@ -26,8 +28,6 @@ ncclComm::~ncclComm() = default;  // here, where every member's type is complete
 namespace plexus {
 
 namespace {
-
-thread_local int currentDevice = 0;
 
 ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
@@ -151,12 +151,20 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   // wait would take the core its peer needs to make progress.
   const bool shared = comm->topo.coresShared(comm->channels.count);
   comm->devComm.spinPolls = (uint32_t)envInt("SPIN", shared ? PLEXUS_SPIN_SHARED : 1 << 15);
-  comm->executor = std::make_unique<HostExecutor>(comm);
+  comm->devCommForKernels = &comm->devComm;
+  comm->workFifo = std::make_unique<WorkFifo>(1024, comm->runtime);
+  if (!comm->workFifo->ok())
+    return setError(comm, ncclSystemError, "rank %d: cannot allocate the workFifo: %s", comm->rank,
+                    comm->runtime->lastError().c_str());
+  comm->launcher = std::make_unique<Launcher>(comm);
+  NCCLCHECK(comm->launcher->init());
+  if (comm->backend == plexusBackendHost) comm->executor = std::make_unique<HostExecutor>(comm);
+  else return setError(comm, ncclInvalidUsage, "rank %d: the CUDA backend's kernels are not built yet", comm->rank);
   NCCLCHECK(healthInit(comm));
 
-  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend host commId 0x%llx - Init COMPLETE"
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend %s commId 0x%llx - Init COMPLETE"
        " (%d channel(s), %zu B per connection)", (void*)comm, comm->rank, comm->nRanks, comm->topo.nNodes,
-       comm->topo.nLocalRanks, comm->device, (unsigned long long)comm->commHash, comm->channels.count, comm->buffSize);
+       comm->topo.nLocalRanks, comm->device, comm->runtime->name(), (unsigned long long)comm->commHash, comm->channels.count, comm->buffSize);
   return ncclSuccess;
 }
 
@@ -225,7 +233,9 @@ ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady) {
 void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   healthFinalize(comm);
+  comm->launcher.reset();
   comm->executor.reset();
+  comm->workFifo.reset();
   comm->peerMappings.reset();
   // A connection left to a stuck proxy still uses its transport's per-communicator state: leak that too.
   if (transportFreeAll(comm)) transportCommFinalize(comm);
@@ -271,10 +281,15 @@ ncclResult_t commInitRankIds(ncclComm_t* out, int nranks, int rank, const ncclUn
   CommOptions options;
   NCCLCHECK(parseCommConfig(config, strcmp(api, "ncclCommInitRank") == 0 ? "ncclCommInitRankConfig" : api, &blocking,
                             &options));
+  plexusBackend_t backend;
+  int device;
+  NCCLCHECK(chooseBackend(&backend, &device));
   auto* comm = new ncclComm();
   comm->rank = rank;
   comm->nRanks = nranks;
-  comm->device = currentDevice;
+  comm->backend = backend;
+  comm->device = device;
+  deviceRuntime(backend, &comm->runtime);
   comm->blocking = blocking;
   comm->options = options;
   if (envGet("COMM_ID") && rank == 0 && nIds == 1) {
@@ -312,14 +327,5 @@ ncclResult_t commInitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, i
   return commInitRankIds(out, nranks, rank, &id, 1, config, "ncclCommInitRank");
 }
 
-ncclResult_t setDevice(int device) {
-  if (device < 0 || device >= PLEXUS_MAX_HOST_DEVICES)
-    return setError(nullptr, ncclInvalidArgument, "plexusSetDevice: device %d is out of range [0, %d)", device,
-                    PLEXUS_MAX_HOST_DEVICES);
-  currentDevice = device;
-  return ncclSuccess;
-}
-
-int getDevice() { return currentDevice; }
 
 }  // namespace plexus

@@ -18,7 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
-#include "executor/host_executor.h"
+#include "planner/launch.h"
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/rand.h"
@@ -80,7 +80,7 @@ uint64_t membershipHash(const std::vector<int>& ordered) {
 // ncclCommSplit's exchange: every parent rank takes part. *childRanks = 0 for NCCL_SPLIT_NOCOLOR.
 ncclResult_t splitExchange(ncclComm* parent, int color, int key, int* childRank, int* childRanks, ncclUniqueId* id) {
   debugSetThreadRank(parent->rank);
-  parent->executor->waitIdle();  // no operation of the parent may be in flight
+  parent->launcher->waitIdle();  // no operation of the parent may be in flight
   struct ColorKey {
     int32_t color, key;
   };
@@ -157,6 +157,7 @@ ncclResult_t makeChild(ncclComm* parent, int blocking, const CommOptions& option
   auto* child = new ncclComm();
   child->device = parent->device;
   child->backend = parent->backend;
+  child->runtime = parent->runtime;
   child->blocking = blocking;
   child->options = options;
   commRegister(child, true);
@@ -280,11 +281,11 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     // data path stays closed.
     comm->revoked = true;
     __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
-    comm->executor->waitIdle();
+    comm->launcher->waitIdle();
     __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);
   }
   return makeChild(comm, blocking, options, newcomm, [comm, survivors](int* rank, int* nranks, ncclUniqueId* id) {
-    comm->executor->waitIdle();
+    comm->launcher->waitIdle();
     return shrinkExchange(comm, survivors, rank, nranks, id);
   });
 }
@@ -303,7 +304,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     return setError(comm, ncclInvalidArgument, "ncclCommRevoke: the communicator is already revoked");
   const ncclResult_t before = comm->asyncError.load();
   __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
-  comm->executor->waitIdle();
+  comm->launcher->waitIdle();
   // Nothing runs any more and nothing new is accepted: the flag can come down again, so that the
   // bootstrap serves ncclCommSplit / ncclCommShrink of the revoked communicator.
   __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);

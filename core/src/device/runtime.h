@@ -88,6 +88,8 @@ class DeviceRuntime {
   virtual ncclResult_t eventRecord(void* event, cudaStream_t stream) = 0;
   // ncclSuccess when done, ncclInProgress while pending, an error if the work before it failed.
   virtual ncclResult_t eventQuery(void* event) = 0;
+  // Work enqueued on stream after this waits for the event's last record.
+  virtual ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) = 0;
   virtual void eventDestroy(void* event) = 0;
 
   // Stream capture (CUDA graphs): whether stream is capturing, and the graph being built. The host backend never
@@ -115,6 +117,12 @@ DeviceRuntime* cudaRuntimeIfLoaded();
 // the CUDA backend on its current CUDA device when a CUDA device is present, else the host backend. An unknown
 // PLEXUS_BACKEND, or cuda where CUDA cannot run, is an error that says why.
 ncclResult_t chooseBackend(plexusBackend_t* backend, int* device);
+
+// Makes device the calling thread's current device of backend (ncclCommInitAll's threads): afterwards chooseBackend
+// on this thread gives that backend and device.
+ncclResult_t useDevice(plexusBackend_t backend, int device);
+ncclResult_t setDevice(int device);  // plexusSetDevice
+int getDevice();                     // plexusGetDevice
 
 // Where every buffer of an operation is checked before it is enqueued: a device pointer given to a host-backend
 // communicator, or unregistered host memory given to a CUDA one, is ncclInvalidArgument naming api and what.

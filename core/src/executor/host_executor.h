@@ -1,10 +1,11 @@
-// The host executor: runs a communicator's "kernels" on host threads. A launch covers a range of the
-// workFifo; channel 0 runs on the stream's thread, every other channel on a worker thread of its own
-// that sleeps between launches. Launches of one communicator run one at a time, in workFifo order,
-// whatever streams they came on, so that every rank runs them in the same order.
+// The host executor: the host backend's "GPU" for one communicator. A launch (one plan: its kernel arguments) runs
+// one channel per block, as a CUDA kernel would: the lowest channel on the stream's thread, every other one on a
+// worker thread of its own that sleeps between launches. Launches of one communicator reach it one at a time, in
+// launch order (the launcher orders them across streams).
 #pragma once
 
 #include <nccl.h>
+#include <plexus/device_v1.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -14,28 +15,26 @@
 #include <thread>
 #include <vector>
 
+#include "device/runtime.h"
+
 struct ncclComm;
 
 namespace plexus {
-
-class HostStream;
 
 class HostExecutor {
  public:
   explicit HostExecutor(ncclComm* comm);
   ~HostExecutor();
 
-  // Queues works [first, first + n) on stream. Works with nChannels == 0 are skipped.
-  void launch(HostStream* stream, uint32_t first, uint32_t n);
-  // Waits until every launch so far has run (or failed).
-  void waitIdle();
-  int inflight() const { return inflight_.load(); }
+  // What the host runtime's launch runs on the stream (KernelLaunch.function).
+  const HostKernel& kernel() const { return kernel_; }
 
-  // What a channel runs now, for hang reports: written by the channel's thread, read by any (a report
-  // taken while a channel moves to the next work may mix the two).
+  // What a channel runs now, for hang reports: written by the channel's thread, read by any (a report taken while a
+  // channel moves to the next launch may mix the two). The first work of the launch on the channel, and how many
+  // more the launch gives it.
   struct Activity {
     std::atomic<bool> running{false};
-    std::atomic<int> func{0}, datatype{0}, algorithm{0};
+    std::atomic<int> func{0}, datatype{0}, algorithm{0}, more{0};
     std::atomic<uint64_t> opSeq{0}, count{0};
   };
   const Activity& activity(int channel) const { return activity_[channel]; }
@@ -49,20 +48,21 @@ class HostExecutor {
     bool stop = false;
   };
 
-  ncclResult_t run(uint32_t first, uint32_t n);
-  ncclResult_t runChannel(int channel, uint32_t first, uint32_t n);
+  static ncclResult_t runKernel(void* self, const void* args, size_t argsBytes, unsigned grid);
+  ncclResult_t run(const plexusDevKernelArgs_v1_t* args);
+  ncclResult_t runChannel(int channel, const plexusDevKernelArgs_v1_t* args);
   void workerLoop(int channel);
 
   ncclComm* comm_;
-  std::vector<std::unique_ptr<Worker>> workers_;  // index = channel; [0] unused
+  HostKernel kernel_;
+  std::vector<std::unique_ptr<Worker>> workers_;  // index = channel ([0] none)
   std::unique_ptr<Activity[]> activity_;          // index = channel
   // The launch the workers are running.
-  uint32_t curFirst_ = 0, curN_ = 0;
+  const plexusDevKernelArgs_v1_t* cur_ = nullptr;
   std::atomic<int> pending_{0};
   std::atomic<int> channelError_{ncclSuccess};
   std::mutex doneMu_;
   std::condition_variable doneCv_;
-  std::atomic<int> inflight_{0};
 };
 
 }  // namespace plexus

@@ -7,7 +7,15 @@
 
 namespace plexus {
 
-WorkFifo::WorkFifo(uint32_t capacity) : works_(capacity), mask_(capacity - 1) {}
+WorkFifo::WorkFifo(uint32_t capacity, DeviceRuntime* rt) : rt_(rt), mask_(capacity - 1) {
+  if (rt_->alloc(MemKind::HostMapped, sizeof(plexusDevWork_v1_t) * capacity, &mem_) != ncclSuccess) return;
+  works_ = static_cast<plexusDevWork_v1_t*>(mem_.host);
+  deviceWorks_ = static_cast<const plexusDevWork_v1_t*>(mem_.ptr);
+}
+
+WorkFifo::~WorkFifo() {
+  if (works_) rt_->free(&mem_);
+}
 
 ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, uint32_t* first,
                               const std::function<void()>& help) {
@@ -19,14 +27,14 @@ ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, u
       dev::backoff(iter);
       continue;
     }
-    // Sleep until half the ring is free, not just n entries: a producer woken per consumed entry
-    // would trade a context switch with the consumer for every work item.
+    // Sleep until half the ring is free, not just n entries: a producer woken per consumed entry would trade a
+    // context switch with the consumer for every work item. The timeout bounds how late an abort is noticed, and
+    // how often completions are polled when they come from a device.
     const uint32_t room = std::max(n, capacity() / 2);
     std::unique_lock<std::mutex> lock(mu_);
     wakeAt_.store(produced_ + room - capacity(), std::memory_order_relaxed);
     producerWaiting_ = true;
-    // The timeout only bounds how late an abort is noticed.
-    cv_.wait_for(lock, std::chrono::milliseconds(10),
+    cv_.wait_for(lock, std::chrono::milliseconds(1),
                  [&] { return produced_ + room - consumed() <= capacity() || dev::loadRelaxed(abortFlag); });
     producerWaiting_ = false;
   }
@@ -35,9 +43,11 @@ ncclResult_t WorkFifo::reserve(uint32_t n, const volatile uint32_t* abortFlag, u
   return ncclSuccess;
 }
 
-void WorkFifo::consume(uint32_t n) {
-  const uint32_t now = consumed_.fetch_add(n) + n;
-  if (producerWaiting_.load() && (int32_t)(now - wakeAt_.load(std::memory_order_relaxed)) >= 0) {
+void WorkFifo::consumeTo(uint32_t mark) {
+  uint32_t now = consumed_.load(std::memory_order_relaxed);
+  while ((int32_t)(mark - now) > 0 && !consumed_.compare_exchange_weak(now, mark)) {
+  }
+  if (producerWaiting_.load() && (int32_t)(mark - wakeAt_.load(std::memory_order_relaxed)) >= 0) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "comm/communicator.h"
+#include "device/runtime.h"
 #include "group/group.h"
 #include "misc/check.h"
 #include "planner/planner.h"
@@ -89,11 +90,15 @@ ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, size_t c
   if (count > SIZE_MAX / elem / countScale)
     return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
                     count, elem);
-  t->stream = hostStreamOf(stream, comm->device);
-  if (!t->stream)
-    return setError(comm, ncclInvalidArgument,
-                    "%s: stream %p is not a Plexus host stream; on the host backend create streams with "
-                    "plexusStreamCreate (or pass NULL for the default stream)", api, (void*)stream);
+  if (comm->backend == plexusBackendHost) {
+    t->stream = reinterpret_cast<cudaStream_t>(hostStreamOf(stream, comm->device));
+    if (!t->stream)
+      return setError(comm, ncclInvalidArgument,
+                      "%s: stream %p is not a Plexus host stream; on the host backend create streams with "
+                      "plexusStreamCreate (or pass NULL for the default stream)", api, (void*)stream);
+  } else {
+    t->stream = stream;
+  }
   ncclResult_t async = comm->asyncError.load();
   if (async != ncclSuccess)
     return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
@@ -109,9 +114,10 @@ ncclResult_t checkRoot(ncclComm* comm, const char* api, int root) {
   return ncclSuccess;
 }
 
+// A buffer the operation reads or writes: not NULL, and memory the communicator's device can use.
 ncclResult_t checkBuffer(ncclComm* comm, const char* api, const char* name, const void* buf, size_t count) {
   if (count > 0 && !buf) return setError(comm, ncclInvalidArgument, "%s: %s is NULL with count %zu", api, name, count);
-  return ncclSuccess;
+  return count > 0 ? checkPointer(comm, api, name, buf) : ncclSuccess;
 }
 
 struct CollArgs {

@@ -14,8 +14,6 @@ struct ncclComm;
 
 namespace plexus {
 
-class HostStream;
-
 struct Task {
   ncclFunc_t func;
   const void* sendbuff;
@@ -28,7 +26,9 @@ struct Task {
   bool redOpArgIsPtr;  // redOpArg is the address of the scalar (ncclScalarDevice)
   int root;
   int peer;
-  HostStream* stream;
+  // The operation's stream as the device seam takes it: the application's (CUDA), or the host stream it names, its
+  // device's default stream for NULL (host).
+  cudaStream_t stream;
   // Nonzero on the sends and receives of one collective lowered to point-to-point (planner.cc): a launch
   // takes them all or none, as every rank splits its launches at the same places.
   uint32_t unit;

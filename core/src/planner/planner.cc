@@ -6,14 +6,13 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "executor/host_executor.h"
 #include "executor/p2p.h"
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "misc/rand.h"
 #include "plugin/loader.h"
-#include "stream/host_stream.h"
+#include "planner/launch.h"
 #include "transport/transport.h"
 
 namespace plexus {
@@ -178,7 +177,7 @@ constexpr size_t kP2pBroadcastMaxBytes = 512 * 1024;
 
 bool lowersToP2p(ncclComm* comm, const Task& t) {
   if (!comm->planner.p2pCollectives || comm->topo.nNodes != 1 || comm->nRanks < 2 ||
-      4u * (uint32_t)comm->nRanks > comm->workFifo.capacity() / 2)  // a unit (2 nRanks tasks) must fit a launch
+      4u * (uint32_t)comm->nRanks > comm->workFifo->capacity() / 2)  // a unit (2 nRanks tasks) must fit a launch
     return false;
   const size_t bytes = t.count * typeSize(t.datatype);
   if (bytes < kZeroCopyMinBytes) return false;
@@ -257,33 +256,23 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
   }
   size_t i = 0;
+  std::vector<plexusDevWork_v1_t>& works = comm->plannedWorks;
   while (i < tasks.size()) {
     // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo.
     size_t j = i;
-    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < comm->workFifo.capacity() / 2) j++;
+    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < comm->workFifo->capacity() / 2) j++;
     if (j < tasks.size() && tasks[j].unit && tasks[j].unit == tasks[j - 1].unit) {
       size_t start = j - 1;  // a lowered collective's unit is not split over two launches
       while (start > i && tasks[start - 1].unit == tasks[j].unit) start--;
       if (start > i) j = start;
     }
-    const uint32_t n = (uint32_t)(j - i);
-    uint32_t first;
-    // A full workFifo: run the stream's launches on this thread rather than wait for its worker.
-    HostStream* stream = tasks[i].stream;
-    NCCLCHECK(comm->workFifo.reserve(n, &comm->abortFlag, &first, [stream] { stream->help(); }));
-    for (uint32_t k = 0; k < n; k++) {
+    works.assign(j - i, plexusDevWork_v1_t{});
+    for (size_t k = 0; k < j - i; k++) {
       const Task& t = tasks[i + k];
       Decision d;
-      ncclResult_t r = isP2p(t.func) ? ncclSuccess : decide(comm, t, &d);
       if (isP2p(t.func)) d = Decision{kAlgoCoreP2p, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0, "p2p"};
-      if (r != ncclSuccess) {
-        // Entries already reserved still flow through the executor, as no-ops.
-        for (uint32_t m = k; m < n; m++) comm->workFifo.at(first + m) = plexusDevWork_v1_t{};
-        comm->executor->launch(tasks[i].stream, first, n);
-        return r;
-      }
-      plexusDevWork_v1_t& w = comm->workFifo.at(first + k);
-      w = plexusDevWork_v1_t{};
+      else NCCLCHECK(decide(comm, t, &d));
+      plexusDevWork_v1_t& w = works[k];
       w.func = (uint8_t)t.func;
       w.datatype = (uint8_t)t.datatype;
       w.redop = (uint8_t)t.devOp;
@@ -307,7 +296,7 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
             (int)t.userOp, t.root, t.sendbuff, t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol,
             d.nChannels, d.chunkBytes);
     }
-    comm->executor->launch(tasks[i].stream, first, n);
+    NCCLCHECK(comm->launcher->launch(tasks[i].stream, works.data(), (uint32_t)works.size()));
     i = j;
   }
   return ncclSuccess;

@@ -99,7 +99,7 @@ std::vector<Candidate> candidates(const Tuning& t, ncclFunc_t func, size_t bytes
   std::vector<Candidate> out;
   for (int a = 0; a < (int)t.algos->size(); a++) {
     const AlgoInstance& inst = (*t.algos)[a];
-    const plexusAlgo_v1_t* api = inst.plugin->api;
+    const AlgoApi* api = inst.plugin->api.get();
     if (!t.algoAllowed[a] || !serves(inst, func)) continue;
     const int ch = std::min(nChannels, inst.maxChannels);
     for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
@@ -264,7 +264,7 @@ ncclResult_t tuningInit(Tuning* t, const std::vector<AlgoInstance>* algos, std::
                       "with plugins.algorithms or PLEXUS_ALGORITHMS", cfg.path.c_str(), r.line, r.number - 1,
                       r.algorithm.c_str(), loaded.c_str());
     }
-    const plexusAlgo_v1_t* api = (*algos)[a].plugin->api;
+    const AlgoApi* api = (*algos)[a].plugin->api.get();
     if (r.proto >= 0 && !(api->protoMask & (1u << r.proto)))
       return setError(nullptr, ncclInvalidUsage, "config %s:%d: tuning[%d]: algorithm %s does not serve protocol %s",
                       cfg.path.c_str(), r.line, r.number - 1, r.algorithm.c_str(), protoName(r.proto));

@@ -225,6 +225,34 @@ static bool unregisterStream(HostStream* s) {
   return true;
 }
 
+void eventRecord(plexusEvent* event, HostStream* s) {
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(event->mu);
+    gen = ++event->recorded;
+  }
+  s->enqueue([event, gen] {
+    std::lock_guard<std::mutex> lock(event->mu);
+    event->timeNs = nowNs();
+    if (event->completed < gen) event->completed = gen;
+    event->cv.notify_all();
+    return ncclSuccess;
+  });
+}
+
+void streamWaitEvent(HostStream* s, plexusEvent* event) {
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(event->mu);
+    target = event->recorded;
+  }
+  s->enqueue([event, target] {
+    std::unique_lock<std::mutex> lock(event->mu);
+    event->cv.wait(lock, [&] { return event->completed >= target; });
+    return ncclSuccess;
+  });
+}
+
 }  // namespace plexus
 
 using plexus::HostStream;
@@ -284,18 +312,7 @@ PLEXUS_EXPORT ncclResult_t plexusEventRecord(plexusEvent_t event, cudaStream_t s
   if (!event) return setError(nullptr, ncclInvalidArgument, "plexusEventRecord: event is NULL");
   HostStream* s = plexus::hostStreamOf(stream);
   if (!s) return setError(nullptr, ncclInvalidArgument, "plexusEventRecord: %p is not a host stream", (void*)stream);
-  uint64_t gen;
-  {
-    std::lock_guard<std::mutex> lock(event->mu);
-    gen = ++event->recorded;
-  }
-  s->enqueue([event, gen] {
-    std::lock_guard<std::mutex> lock(event->mu);
-    event->timeNs = plexus::nowNs();
-    if (event->completed < gen) event->completed = gen;
-    event->cv.notify_all();
-    return ncclSuccess;
-  });
+  plexus::eventRecord(event, s);
   return ncclSuccess;
 }
 
@@ -326,16 +343,7 @@ PLEXUS_EXPORT ncclResult_t plexusStreamWaitEvent(cudaStream_t stream, plexusEven
   if (!event) return setError(nullptr, ncclInvalidArgument, "plexusStreamWaitEvent: event is NULL");
   HostStream* s = plexus::hostStreamOf(stream);
   if (!s) return setError(nullptr, ncclInvalidArgument, "plexusStreamWaitEvent: %p is not a host stream", (void*)stream);
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->mu);
-    target = event->recorded;
-  }
-  s->enqueue([event, target] {
-    std::unique_lock<std::mutex> lock(event->mu);
-    event->cv.wait(lock, [&] { return event->completed >= target; });
-    return ncclSuccess;
-  });
+  plexus::streamWaitEvent(s, event);
   return ncclSuccess;
 }
 

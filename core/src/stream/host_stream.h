@@ -82,6 +82,13 @@ HostStream* hostStreamOf(cudaStream_t stream);
 
 }  // namespace plexus
 
+struct plexusEvent;
+namespace plexus {
+// plexusEventRecord and plexusStreamWaitEvent on a resolved stream (a device's default stream too).
+void eventRecord(plexusEvent* event, HostStream* stream);
+void streamWaitEvent(HostStream* stream, plexusEvent* event);
+}  // namespace plexus
+
 struct plexusEvent {
   std::mutex mu;
   std::condition_variable cv;

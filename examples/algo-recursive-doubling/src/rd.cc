@@ -1,12 +1,13 @@
 // Recursive doubling AllReduce, an algorithm plugin built against the installed Plexus SDK alone
-// (plexus/algo_v1.h and the shared primitives of plexus/device/). At step k every rank exchanges its
+// (plexus/algo_v2.h and the shared primitives of plexus/device/). At step k every rank exchanges its
 // running result with rank ^ 2^k and combines the two, so after log2(n) steps each holds the full
 // reduction: log2(n) hops where a ring takes 2(n-1). Power-of-two rank counts within one node;
 // everything else the cost model declines, so the runtime picks another algorithm.
 //
 // Both partners combine (lower rank's value, higher rank's value) in that order, so every rank ends
 // with the same bits.
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
+#include <plexus/device/kernel.h>
 #include <plexus/device/protocol_prims.h>
 #include <plexus/device/work.h>
 
@@ -47,17 +48,21 @@ void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, con
   }
 }
 
+// One work's step loop, as runLaunchHost (plexus/device/kernel.h) runs each work of a launch.
 struct Runner {
   const plexusDevComm_v1_t* comm;
   plexusDevChannel_v1_t* ch;
   const plexusDevWork_v1_t* w;
+  int tid, nthreads;
+  bool known;
   template <typename T, typename F>
   void operator()() {
-    runAllReduce<T, F>(comm, ch, w);
+    if (w->func == ncclFuncAllReduce) runAllReduce<T, F>(comm, ch, w);
+    else known = false;
   }
 };
 
-ncclResult_t rdInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t) {
+ncclResult_t rdInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t) {
   auto* c = new (std::nothrow) Context{topo->nRanks, topo->nNodes, topo->localHopUs, topo->localGBs};
   if (!c) return ncclSystemError;
   *ctx = c;
@@ -65,7 +70,7 @@ ncclResult_t rdInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger
 }
 
 // Every pair is connected on one channel (partners change with each step).
-ncclResult_t rdBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
+ncclResult_t rdBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   auto* c = (Context*)ctx;
   graph->connectMask = c->nNodes == 1 && powerOfTwo(c->nRanks) ? PLEXUS_ALGO_CONNECT_ALL : 0;
   graph->maxChannels = 1;
@@ -85,16 +90,9 @@ ncclResult_t rdCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nC
   return ncclSuccess;
 }
 
-ncclResult_t rdRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
-  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
-  if (work->func != ncclFuncAllReduce) return ncclInvalidArgument;
-  Runner runner{comm, ch, work};
-  if (!dispatchTypeOp(work->datatype, work->redop, runner)) return ncclInvalidArgument;
-  switch (ch->status) {
-    case PLEXUS_CHANNEL_OK: return ncclSuccess;
-    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
-    default: return ncclRemoteError;
-  }
+ncclResult_t rdRunHost(void*, const plexusDevKernelArgs_v1_t* args, int channelId) {
+  const plexusDevWork_v1_t* unknown = nullptr;
+  return runLaunchHost<Runner>(args, channelId, &unknown);
 }
 
 ncclResult_t rdFinalize(void* ctx) {
@@ -104,9 +102,9 @@ ncclResult_t rdFinalize(void* ctx) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
     PLEXUS_ALGO_ABI_VERSION,
-    sizeof(plexusAlgo_v1_t),
+    sizeof(plexusAlgo_v2_t),
     "recursive-doubling",
     1u << ncclFuncAllReduce,
     (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
@@ -114,6 +112,6 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAl
     rdBuildGraph,
     rdCost,
     rdRunHost,
-    nullptr,
+    nullptr, /* no CUDA kernels: this example runs on the host backend */
     rdFinalize,
 };

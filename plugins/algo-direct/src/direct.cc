@@ -1,6 +1,7 @@
 // algo-direct: one-shot collectives among the ranks of one node (every rank connected to every
 // other on channel 0), an alpha-beta cost model, and the host entry of the step loops.
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
+#include <plexus/device/kernel.h>
 
 #include <atomic>
 #include <new>
@@ -9,14 +10,14 @@
 
 namespace {
 
-// Every communicator passes the same function; runHost has no context to keep it in.
+// Every communicator passes the same function; kept where runHost (which needs no context) finds it.
 std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
-  plexusAlgoTopo_v1_t topo;  // the arrays are not kept (valid during init only)
+  plexusAlgoTopo_v2_t topo;  // the arrays are not kept (valid during init only)
 };
 
-ncclResult_t directInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
+ncclResult_t directInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
   if (log) logger.store(log, std::memory_order_relaxed);
   auto* c = new (std::nothrow) Context{*topo};
   if (!c) return ncclSystemError;
@@ -28,7 +29,7 @@ ncclResult_t directInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLo
 // Every pair of ranks is connected on one channel; nothing else is needed. Across nodes (or beyond
 // the primitives' fan-out) the algorithm declines every operation in its cost model, so it asks for
 // no connections there either.
-ncclResult_t directBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
+ncclResult_t directBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   auto* c = (Context*)ctx;
   const bool serves = c->topo.nNodes == 1 && c->topo.nRanks - 1 <= PLEXUS_MAX_PRIM_PEERS;
   graph->connectMask = serves ? PLEXUS_ALGO_CONNECT_ALL : 0;
@@ -45,7 +46,7 @@ ncclResult_t directBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
 // algo-ring: a quarter of the hop, a quarter of the bandwidth.
 ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
-  const plexusAlgoTopo_v1_t& t = c->topo;
+  const plexusAlgoTopo_v2_t& t = c->topo;
   const int n = t.nRanks;
   *timeUs = -1.0f;
   if (t.nNodes != 1 || n - 1 > PLEXUS_MAX_PRIM_PEERS || nChannels != 1) return ncclSuccess;
@@ -72,20 +73,14 @@ ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, in
   return ncclSuccess;
 }
 
-ncclResult_t directRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
-  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
-  plexus::direct::Runner runner{comm, ch, work, 0, 1, true};
-  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
+ncclResult_t directRunHost(void*, const plexusDevKernelArgs_v1_t* args, int channelId) {
+  const plexusDevWork_v1_t* bad = nullptr;
+  const ncclResult_t r = plexus::dev::runLaunchHost<plexus::direct::Runner>(args, channelId, &bad);
+  if (bad)
     if (ncclDebugLogger_t log = logger.load(std::memory_order_relaxed))
-      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
-             "algo-direct: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
-    return ncclInvalidArgument;
-  }
-  switch (ch->status) {
-    case PLEXUS_CHANNEL_OK: return ncclSuccess;
-    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
-    default: return ncclRemoteError;
-  }
+      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__, "algo-direct: no step loop for func %d datatype %d redop %d",
+          bad->func, bad->datatype, bad->redop);
+  return r;
 }
 
 ncclResult_t directFinalize(void* ctx) {
@@ -95,9 +90,9 @@ ncclResult_t directFinalize(void* ctx) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
     PLEXUS_ALGO_ABI_VERSION,
-    sizeof(plexusAlgo_v1_t),
+    sizeof(plexusAlgo_v2_t),
     "direct",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
         (1u << ncclFuncReduceScatter),

@@ -1,5 +1,6 @@
 // algo-ring: rings per channel, an alpha-beta cost model, and the host entry of the step loops.
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
+#include <plexus/device/kernel.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -10,15 +11,15 @@
 
 namespace {
 
-// Every communicator passes the same function; runHost has no context to keep it in.
+// Every communicator passes the same function; kept where runHost (which needs no context) finds it.
 std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
-  plexusAlgoTopo_v1_t topo;
+  plexusAlgoTopo_v2_t topo;
   int* rankNode;
 };
 
-ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
+ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
   if (log) logger.store(log, std::memory_order_relaxed);
   auto* c = new (std::nothrow) Context{*topo, nullptr};
   if (!c) return ncclSystemError;
@@ -37,7 +38,7 @@ ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogg
 // Ranks of one node stay adjacent so that only one hop per node crosses the network. Odd channels
 // run the ring the other way round, so each link carries traffic in both directions and two
 // channels do not queue behind each other on the same connector.
-ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
+ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   auto* c = (Context*)ctx;
   const int n = c->topo.nRanks;
   for (int ch = 0; ch < graph->nChannels; ch++) {
@@ -71,7 +72,7 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
 // the bandwidth (half of each line is flags, and it is staged through registers).
 ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
-  const plexusAlgoTopo_v1_t& t = c->topo;
+  const plexusAlgoTopo_v2_t& t = c->topo;
   const int n = t.nRanks;
   *timeUs = -1.0f;
   if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
@@ -112,20 +113,14 @@ ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
   return ncclSuccess;
 }
 
-ncclResult_t ringRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
-  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
-  plexus::ring::Runner runner{comm, ch, work, 0, 1, true};
-  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
+ncclResult_t ringRunHost(void*, const plexusDevKernelArgs_v1_t* args, int channelId) {
+  const plexusDevWork_v1_t* bad = nullptr;
+  const ncclResult_t r = plexus::dev::runLaunchHost<plexus::ring::Runner>(args, channelId, &bad);
+  if (bad)
     if (ncclDebugLogger_t log = logger.load(std::memory_order_relaxed))
-      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
-             "algo-ring: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
-    return ncclInvalidArgument;
-  }
-  switch (ch->status) {
-    case PLEXUS_CHANNEL_OK: return ncclSuccess;
-    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
-    default: return ncclRemoteError;
-  }
+      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__, "algo-ring: no step loop for func %d datatype %d redop %d",
+          bad->func, bad->datatype, bad->redop);
+  return r;
 }
 
 ncclResult_t ringFinalize(void* ctx) {
@@ -138,12 +133,12 @@ ncclResult_t ringFinalize(void* ctx) {
 }  // namespace
 
 #ifdef PLEXUS_ALGO_RING_CUDA
-extern "C" ncclResult_t plexusRingGetCudaKernel(const plexusDevWork_v1_t* work, const void** kernel);
+extern "C" ncclResult_t plexusRingGetCudaKernel(void* ctx, const plexusDevWork_v1_t* work, void** function);
 #endif
 
-extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
     PLEXUS_ALGO_ABI_VERSION,
-    sizeof(plexusAlgo_v1_t),
+    sizeof(plexusAlgo_v2_t),
     "ring",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
         (1u << ncclFuncReduceScatter),

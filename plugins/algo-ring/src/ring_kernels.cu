@@ -1,39 +1,33 @@
-// algo-ring's CUDA kernels: the very step loops the host backend runs, compiled for the GPU. AllReduce
-// has one kernel per (datatype, operator) so that each stays small; the other collectives' kernels
-// are in ring_coll_kernels.cu (a second translation unit, so that the two compile in parallel).
-#include <plexus/algo_v1.h>
-
-#include "ring_allreduce.h"
-#include "ring_kernels.h"
+// algo-ring's CUDA kernels of the integer types, and the plugin's getCudaKernel. The floating-point types'
+// instances compile in ring_kernels_float.cu, in parallel with these.
+#include "ring_kernels.cuh"
 
 namespace {
 
-template <typename T, typename F>
-__global__ void ringAllReduceKernel(plexusDevComm_v1_t* comm, const plexusDevWork_v1_t* work) {
-  plexusDevChannel_v1_t* ch = &comm->channels[work->channelLo + blockIdx.x];
-  plexus::ring::runAllReduce<T, F>(comm, ch, work, (int)threadIdx.x, (int)blockDim.x);
-}
-
-struct PickKernel {
-  const void* kernel;
-  template <typename T, typename F>
-  void operator()() {
-    kernel = (const void*)ringAllReduceKernel<T, F>;
+bool pickIntKernel(const plexusDevWork_v1_t* w, const void** stub) {
+  plexus::ring::PickKernel pick{w->func, nullptr};
+  bool ok = false;
+  switch (w->datatype) {
+    case ncclInt8: ok = plexus::dev::dispatchOp<int8_t>(w->redop, pick); break;
+    case ncclUint8: ok = plexus::dev::dispatchOp<uint8_t>(w->redop, pick); break;
+    case ncclInt32: ok = plexus::dev::dispatchOp<int32_t>(w->redop, pick); break;
+    case ncclUint32: ok = plexus::dev::dispatchOp<uint32_t>(w->redop, pick); break;
+    case ncclInt64: ok = plexus::dev::dispatchOp<int64_t>(w->redop, pick); break;
+    case ncclUint64: ok = plexus::dev::dispatchOp<uint64_t>(w->redop, pick); break;
+    default: return false;
   }
-};
+  *stub = pick.stub;
+  return ok && pick.stub;
+}
 
 }  // namespace
 
-extern "C" ncclResult_t plexusRingGetCudaKernel(const plexusDevWork_v1_t* work, const void** kernel) {
-  if (work->proto != PLEXUS_PROTO_SIMPLE) return ncclInvalidArgument;  // LL kernels are host-only so far
-  if (work->func != ncclFuncAllReduce) {
-    const void* k = plexus::ring::collCudaKernel(work);
-    if (!k) return ncclInvalidArgument;
-    *kernel = k;
-    return ncclSuccess;
-  }
-  PickKernel pick{nullptr};
-  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, pick)) return ncclInvalidArgument;
-  *kernel = pick.kernel;
+extern "C" ncclResult_t plexusRingGetCudaKernel(void*, const plexusDevWork_v1_t* work, void** function) {
+  const void* stub = nullptr;
+  if (!pickIntKernel(work, &stub) && !plexus::ring::pickFloatKernel(work, &stub)) return ncclInvalidArgument;
+  // The kernel as a function of the calling thread's current context (this plugin's own CUDA runtime is static).
+  cudaFunction_t fn = nullptr;
+  if (cudaGetFuncBySymbol(&fn, stub) != cudaSuccess) return ncclUnhandledCudaError;
+  *function = (void*)fn;
   return ncclSuccess;
 }

@@ -1,6 +1,7 @@
 // algo-tree: double binary trees per channel (tree_graph.h), an alpha-beta cost model, and the host
 // entry of the step loops (tree_collectives.h).
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
+#include <plexus/device/kernel.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,18 +13,18 @@
 
 namespace {
 
-// Every communicator passes the same function; runHost has no context to keep it in.
+// Every communicator passes the same function; kept where runHost (which needs no context) finds it.
 std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
-  plexusAlgoTopo_v1_t topo;  // the arrays are not kept: rankNode and rankLocalRank below are
+  plexusAlgoTopo_v2_t topo;  // the arrays are not kept: rankNode and rankLocalRank below are
   std::vector<int> rankNode, rankLocalRank;
   plexus::tree::Depth deepest;  // the longest way to the root, over both trees
   int arity = 0;                // most children of any rank
   std::vector<int> widths;      // ranks at each depth of the first tree
 };
 
-ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t log) {
+ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
   if (log) logger.store(log, std::memory_order_relaxed);
   auto* c = new (std::nothrow) Context{};
   if (!c) return ncclSystemError;
@@ -48,7 +49,7 @@ ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogg
   return ncclSuccess;
 }
 
-ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
+ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   auto* c = (Context*)ctx;
   const int me = c->topo.rank;
   for (int ch = 0; ch < graph->nChannels; ch++) {
@@ -84,7 +85,7 @@ ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
 // the ring's (measured: 8 ranks on 2 cores, 512 KiB to 16 MiB). LL as in algo-ring: a quarter of the hop, a quarter of the bandwidth.
 ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
-  const plexusAlgoTopo_v1_t& t = c->topo;
+  const plexusAlgoTopo_v2_t& t = c->topo;
   const int n = t.nRanks;
   *timeUs = -1.0f;
   if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
@@ -128,20 +129,14 @@ ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
   return ncclSuccess;
 }
 
-ncclResult_t treeRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
-  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
-  plexus::tree::Runner runner{comm, ch, work, 0, 1, true};
-  if (!plexus::dev::dispatchTypeOp(work->datatype, work->redop, runner) || !runner.known) {
+ncclResult_t treeRunHost(void*, const plexusDevKernelArgs_v1_t* args, int channelId) {
+  const plexusDevWork_v1_t* bad = nullptr;
+  const ncclResult_t r = plexus::dev::runLaunchHost<plexus::tree::Runner>(args, channelId, &bad);
+  if (bad)
     if (ncclDebugLogger_t log = logger.load(std::memory_order_relaxed))
-      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__,
-             "algo-tree: no step loop for func %d datatype %d redop %d", work->func, work->datatype, work->redop);
-    return ncclInvalidArgument;
-  }
-  switch (ch->status) {
-    case PLEXUS_CHANNEL_OK: return ncclSuccess;
-    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
-    default: return ncclRemoteError;
-  }
+      log(NCCL_LOG_WARN, NCCL_COLL, __FILE__, __LINE__, "algo-tree: no step loop for func %d datatype %d redop %d",
+          bad->func, bad->datatype, bad->redop);
+  return r;
 }
 
 ncclResult_t treeFinalize(void* ctx) {
@@ -151,9 +146,9 @@ ncclResult_t treeFinalize(void* ctx) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAlgoPlugin_v1 = {
+extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
     PLEXUS_ALGO_ABI_VERSION,
-    sizeof(plexusAlgo_v1_t),
+    sizeof(plexusAlgo_v2_t),
     "tree",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce),
     (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),

@@ -8,6 +8,7 @@
 
 #include "../device_v1.h"
 #include "arch.h"
+#include "reduce.h"
 
 namespace plexus::dev {
 
@@ -54,6 +55,48 @@ PLEXUS_HD ncclResult_t channelResult(const plexusDevChannel_v1_t* ch) {
     default: return ncclRemoteError;
   }
 }
+
+/* A plugin's step loops as one kernel: Runner is an aggregate {comm, channel, work, tid, nthreads, known} whose
+ * templated operator()<T, F>() runs one work's step loop (known = false when the instance does not serve its
+ * func). Works of the launch run in order on the channel until one stops it (abort, timeout). */
+#if !defined(__CUDACC__)
+/* The host backend: every work's (datatype, op) instance is picked at run time. *unknown: a work no instance
+ * serves (ncclInvalidArgument). */
+template <typename Runner>
+inline ncclResult_t runLaunchHost(const plexusDevKernelArgs_v1_t* args, int channelId,
+                                  const plexusDevWork_v1_t** unknown) {
+  plexusDevComm_v1_t* comm = args->comm;
+  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
+  for (uint32_t i = 0; i < args->nWorks && loadRelaxed(&ch->status) == PLEXUS_CHANNEL_OK; i++) {
+    const plexusDevWork_v1_t* w = kernelWork(args, i);
+    if (!workOnChannel(w, channelId)) continue;
+    Runner runner{comm, ch, w, 0, 1, true};
+    if (!dispatchTypeOp(w->datatype, w->redop, runner) || !runner.known) {
+      *unknown = w;
+      return ncclInvalidArgument;
+    }
+  }
+  return channelResult(ch);
+}
+#else
+/* A CUDA kernel of one (T, F) instance: block b runs the channel of channelMask's b-th bit. The planner puts in
+ * one launch only works for which the plugin named this kernel. */
+template <typename Runner, typename T, typename F>
+__device__ __forceinline__ void runLaunchDevice(const plexusDevKernelArgs_v1_t& args) {
+  const int channelId = kernelChannel(&args, blockIdx.x);
+  if (channelId < 0) return;
+  plexusDevComm_v1_t* comm = args.comm;
+  plexusDevChannel_v1_t* ch = &comm->channels[channelId];
+  for (uint32_t i = 0; i < args.nWorks; i++) {
+    const plexusDevWork_v1_t* w = kernelWork(&args, i);
+    if (!workOnChannel(w, channelId)) continue;
+    Runner runner{comm, ch, w, (int)threadIdx.x, (int)blockDim.x, true};
+    runner.template operator()<T, F>();
+    __syncthreads();
+    if (loadRelaxed(&ch->status) != PLEXUS_CHANNEL_OK) return;
+  }
+}
+#endif
 
 }  // namespace plexus::dev
 

@@ -1,0 +1,250 @@
+// The device seam's host implementation, the choice of backend, and the pointer checks of the API.
+#include "device/runtime.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "device/cuda_runtime.h"
+#include "misc/check.h"
+#include "misc/env.h"
+#include "stream/host_stream.h"
+
+namespace plexus {
+
+namespace {
+
+// The device the calling thread chose with plexusSetDevice (ranks as threads name their host device so).
+thread_local int hostDevice = 0;
+thread_local bool hostDeviceChosen = false;
+
+HostStream* asHostStream(cudaStream_t stream) { return reinterpret_cast<HostStream*>(stream); }
+
+// Host "devices" are the process's memory and threads: every kind of memory is ordinary memory, a stream is a host
+// stream (the core passes it resolved: the default stream of a host device is a HostStream too), and a kernel
+// runs on the communicator's host executor, called from the stream's thread.
+class HostRuntime final : public DeviceRuntime {
+ public:
+  plexusBackend_t backend() const override { return plexusBackendHost; }
+  const char* name() const override { return "host"; }
+  ncclResult_t deviceCount(int* count) override {
+    *count = PLEXUS_MAX_HOST_DEVICES;
+    return ncclSuccess;
+  }
+  ncclResult_t currentDevice(int* device) override {
+    *device = hostDevice;
+    return ncclSuccess;
+  }
+  ncclResult_t setCurrent(int device) override {
+    if (device < 0 || device >= PLEXUS_MAX_HOST_DEVICES)
+      return setError(nullptr, ncclInvalidArgument, "host device %d is out of range [0, %d)", device,
+                      PLEXUS_MAX_HOST_DEVICES);
+    hostDevice = device;
+    hostDeviceChosen = true;
+    return ncclSuccess;
+  }
+  ncclResult_t alloc(MemKind kind, size_t bytes, DeviceMem* mem) override {
+    // Page-aligned and zeroed, as cuMemAlloc'd memory is aligned (and as connectors expect clean flags).
+    void* p = mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return setError(nullptr, ncclSystemError, "host backend: cannot allocate %zu bytes: %s", bytes, strerror(errno));
+    *mem = DeviceMem{p, p, bytes, kind};
+    return ncclSuccess;
+  }
+  void free(DeviceMem* mem) override {
+    if (mem->host) munmap(mem->host, mem->size ? mem->size : 1);
+    *mem = DeviceMem{};
+  }
+  ncclResult_t copyToDevice(void* dst, const void* src, size_t bytes) override {
+    memcpy(dst, src, bytes);
+    return ncclSuccess;
+  }
+  ncclResult_t copyFromDevice(void* dst, const void* src, size_t bytes) override {
+    memcpy(dst, src, bytes);
+    return ncclSuccess;
+  }
+  ncclResult_t pointerInfo(const void*, PointerInfo* info) override {
+    *info = PointerInfo{};
+    return ncclSuccess;
+  }
+  ncclResult_t launch(cudaStream_t stream, const KernelLaunch& k) override {
+    const auto* kernel = static_cast<const HostKernel*>(k.function);
+    // The arguments are the caller's until launch returns, as with cuLaunchKernel: the stream keeps a copy.
+    std::vector<char> args((const char*)k.args, (const char*)k.args + k.argsBytes);
+    const unsigned grid = k.grid;
+    asHostStream(stream)->enqueue([kernel, args = std::move(args), grid] {
+      return kernel->run(kernel->self, args.data(), args.size(), grid);
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) override {
+    asHostStream(stream)->enqueue([fn, arg] {
+      fn(arg);
+      return ncclSuccess;
+    });
+    return ncclSuccess;
+  }
+  ncclResult_t eventCreate(void** event) override {
+    *event = new plexusEvent();
+    return ncclSuccess;
+  }
+  ncclResult_t eventRecord(void* event, cudaStream_t stream) override {
+    plexus::eventRecord(static_cast<plexusEvent*>(event), asHostStream(stream));
+    return ncclSuccess;
+  }
+  ncclResult_t eventQuery(void* event) override {
+    auto* e = static_cast<plexusEvent*>(event);
+    std::lock_guard<std::mutex> lock(e->mu);
+    return e->completed >= e->recorded ? ncclSuccess : ncclInProgress;
+  }
+  ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) override {
+    plexus::streamWaitEvent(asHostStream(stream), static_cast<plexusEvent*>(event));
+    return ncclSuccess;
+  }
+  void eventDestroy(void* event) override {
+    auto* e = static_cast<plexusEvent*>(event);
+    {
+      // A pending record still touches the event: wait for it.
+      std::unique_lock<std::mutex> lock(e->mu);
+      e->cv.wait(lock, [&] { return e->completed >= e->recorded; });
+    }
+    delete e;
+  }
+  ncclResult_t captureStatus(cudaStream_t, bool* capturing, void** graph) override {
+    *capturing = false;
+    *graph = nullptr;
+    return ncclSuccess;
+  }
+  ncclResult_t graphRetain(void*, void (*)(void*), void*) override {
+    return setError(nullptr, ncclInvalidUsage, "host backend: host streams are never captured into graphs");
+  }
+  std::string lastError() override { return ""; }
+};
+
+std::once_flag cudaOnce;
+DeviceRuntime* cudaRt = nullptr;
+std::string cudaError;
+std::atomic<DeviceRuntime*> cudaLoaded{nullptr};
+
+ncclResult_t cudaRuntime(DeviceRuntime** out) {
+  std::call_once(cudaOnce, [] {
+    if (cudaRuntimeCreate(&cudaRt, &cudaError) != ncclSuccess) cudaRt = nullptr;
+    else cudaLoaded.store(cudaRt, std::memory_order_release);
+  });
+  *out = cudaRt;
+  return cudaRt ? ncclSuccess : ncclSystemError;
+}
+
+}  // namespace
+
+const char* pointerKindName(PointerKind kind) {
+  switch (kind) {
+    case PointerKind::Host: return "host memory";
+    case PointerKind::HostRegistered: return "page-locked host memory";
+    case PointerKind::Device: return "device memory";
+    case PointerKind::Managed: return "managed memory";
+  }
+  return "unknown memory";
+}
+
+DeviceRuntime* hostRuntime() {
+  static auto* rt = new HostRuntime();  // never destroyed: streams may still run at exit
+  return rt;
+}
+
+DeviceRuntime* cudaRuntimeIfLoaded() { return cudaLoaded.load(std::memory_order_acquire); }
+
+ncclResult_t deviceRuntime(plexusBackend_t backend, DeviceRuntime** out) {
+  if (backend == plexusBackendHost) {
+    *out = hostRuntime();
+    return ncclSuccess;
+  }
+  if (cudaRuntime(out) != ncclSuccess)
+    return setError(nullptr, ncclSystemError, "the CUDA backend cannot run here: %s", cudaError.c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t chooseBackend(plexusBackend_t* backend, int* device) {
+  const std::string want = envStr("BACKEND", "auto");
+  DeviceRuntime* cuda = nullptr;
+  if (want == "host" || (want == "auto" && hostDeviceChosen)) {
+    *backend = plexusBackendHost;
+    *device = hostDevice;
+    return ncclSuccess;
+  }
+  if (want == "cuda") {
+    NCCLCHECK(deviceRuntime(plexusBackendCuda, &cuda));
+  } else if (want != "auto") {
+    return setError(nullptr, ncclInvalidArgument,
+                    "PLEXUS_BACKEND=%s is not a backend: use host, cuda or auto (the default: CUDA where a CUDA device "
+                    "is present and the thread did not choose a host device with plexusSetDevice)", want.c_str());
+  } else if (cudaRuntime(&cuda) != ncclSuccess) {
+    *backend = plexusBackendHost;
+    *device = hostDevice;
+    return ncclSuccess;
+  }
+  *backend = plexusBackendCuda;
+  if (cuda->currentDevice(device) != ncclSuccess)
+    return setError(nullptr, ncclUnhandledCudaError, "cannot tell the thread's CUDA device: %s",
+                    cuda->lastError().c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t useDevice(plexusBackend_t backend, int device) {
+  DeviceRuntime* rt;
+  NCCLCHECK(deviceRuntime(backend, &rt));
+  int count = 0;
+  NCCLCHECK(rt->deviceCount(&count));
+  if (device < 0 || device >= count)
+    return setError(nullptr, ncclInvalidArgument, "device %d is not a %s device (there are %d)", device, rt->name(),
+                    count);
+  if (rt->setCurrent(device) != ncclSuccess)
+    return setError(nullptr, ncclUnhandledCudaError, "cannot make %s device %d current: %s", rt->name(), device,
+                    rt->lastError().c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t setDevice(int device) {
+  if (device < 0 || device >= PLEXUS_MAX_HOST_DEVICES)
+    return setError(nullptr, ncclInvalidArgument, "plexusSetDevice: device %d is out of range [0, %d)", device,
+                    PLEXUS_MAX_HOST_DEVICES);
+  hostDevice = device;
+  hostDeviceChosen = true;
+  return ncclSuccess;
+}
+
+int getDevice() { return hostDevice; }
+
+ncclResult_t checkPointer(ncclComm* comm, const char* api, const char* what, const void* ptr) {
+  if (!ptr) return ncclSuccess;
+  // Without a loaded driver no pointer can be device memory: the host backend's checks cost nothing there.
+  DeviceRuntime* rt = comm->backend == plexusBackendCuda ? comm->runtime : cudaRuntimeIfLoaded();
+  if (!rt) return ncclSuccess;
+  PointerInfo info;
+  if (rt->pointerInfo(ptr, &info) != ncclSuccess)
+    return setError(comm, ncclInvalidArgument, "%s: cannot tell what %s %p is: %s", api, what, ptr,
+                    rt->lastError().c_str());
+  if (comm->backend == plexusBackendHost) {
+    if (info.kind == PointerKind::Device)
+      return setError(comm, ncclInvalidArgument,
+                      "%s: %s %p is device memory (CUDA device %d), but the communicator runs on the host backend "
+                      "(host device %d): pass host memory, or create the communicator on the CUDA device (do not call "
+                      "plexusSetDevice on that thread, or set PLEXUS_BACKEND=cuda)", api, what, ptr, info.device,
+                      comm->device);
+    return ncclSuccess;
+  }
+  if (info.kind == PointerKind::Host)
+    return setError(comm, ncclInvalidArgument,
+                    "%s: %s %p is ordinary host memory, which CUDA device %d cannot reach: pass device memory (or "
+                    "page-locked/registered host memory)", api, what, ptr, comm->device);
+  if (info.kind == PointerKind::Device && info.device != comm->device)
+    return setError(comm, ncclInvalidArgument,
+                    "%s: %s %p is memory of CUDA device %d, but the communicator is on device %d", api, what, ptr,
+                    info.device, comm->device);
+  return ncclSuccess;
+}
+
+}  // namespace plexus

@@ -1,0 +1,281 @@
+#include "planner/launch.h"
+
+#include <plexus/device/arch.h>
+#include <plexus/device/kernel.h>
+
+#include <cstring>
+
+#include "comm/communicator.h"
+#include "executor/host_executor.h"
+#include "executor/p2p.h"
+#include "misc/check.h"
+#include "misc/env.h"
+#include "stream/host_stream.h"
+
+namespace plexus {
+
+const char* workStorageName(WorkStorage s) {
+  switch (s) {
+    case WorkStorage::Args: return "args";
+    case WorkStorage::Fifo: return "fifo";
+    case WorkStorage::Persistent: return "persistent";
+  }
+  return "?";
+}
+
+WorkStorage chooseWorkStorage(uint32_t n, bool capturing, StoragePolicy policy) {
+  const bool fits = n <= PLEXUS_KERNEL_ARGS_MAX_WORKS;
+  // A graph replays long after the ring has moved on: captured works live in the parameter or with the graph.
+  if (capturing) return fits ? WorkStorage::Args : WorkStorage::Persistent;
+  if (policy == StoragePolicy::Fifo || !fits) return WorkStorage::Fifo;
+  return WorkStorage::Args;
+}
+
+size_t kernelArgsBytes(const plexusDevKernelArgs_v1_t& args) {
+  const uint32_t inlined = args.storage == PLEXUS_WORK_STORAGE_ARGS ? args.nWorks : 0;
+  return offsetof(plexusDevKernelArgs_v1_t, inlineWorks) + inlined * sizeof(plexusDevWork_v1_t);
+}
+
+PersistentWorks::~PersistentWorks() {
+  reclaim();
+  // Blocks still owned by live graphs stay with them: their release will find released_ gone, so it frees nothing
+  // (the graph outlived the communicator; NCCL requires graphs to be destroyed first).
+}
+
+ncclResult_t PersistentWorks::allocate(const plexusDevWork_v1_t* works, uint32_t n, void** block,
+                                       const plexusDevWork_v1_t** out) {
+  auto* b = new Block{this, {}};
+  const size_t bytes = sizeof(plexusDevWork_v1_t) * n;
+  if (rt_->alloc(MemKind::Device, bytes, &b->mem) != ncclSuccess || rt_->copyToDevice(b->mem.ptr, works, bytes) != ncclSuccess) {
+    const std::string why = rt_->lastError();
+    if (b->mem.ptr) rt_->free(&b->mem);
+    delete b;
+    return setError(nullptr, ncclUnhandledCudaError, "cannot put a captured launch's %zu bytes of works in device "
+                    "memory: %s", bytes, why.c_str());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_++;
+  }
+  *block = b;
+  *out = static_cast<const plexusDevWork_v1_t*>(b->mem.ptr);
+  return ncclSuccess;
+}
+
+ncclResult_t PersistentWorks::create(void* graph, const plexusDevWork_v1_t* works, uint32_t n,
+                                     const plexusDevWork_v1_t** out) {
+  void* block;
+  NCCLCHECK(allocate(works, n, &block, out));
+  if (rt_->graphRetain(graph, &PersistentWorks::release, block) != ncclSuccess) {
+    const std::string why = rt_->lastError();
+    release(block);
+    reclaim();
+    return setError(nullptr, ncclUnhandledCudaError, "cannot give a captured launch's works to its graph: %s",
+                    why.c_str());
+  }
+  return ncclSuccess;
+}
+
+void PersistentWorks::release(void* block) {
+  auto* b = static_cast<Block*>(block);
+  std::lock_guard<std::mutex> lock(b->owner->mu_);
+  b->owner->released_.push_back(b);
+}
+
+int PersistentWorks::reclaim() {
+  std::vector<Block*> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks.swap(released_);
+    live_ -= (int)blocks.size();
+  }
+  for (Block* b : blocks) {
+    rt_->free(&b->mem);
+    delete b;
+  }
+  return (int)blocks.size();
+}
+
+int PersistentWorks::live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+
+Launcher::Launcher(ncclComm* comm) : comm_(comm), rt_(comm->runtime), persistent_(comm->runtime) {}
+
+Launcher::~Launcher() {
+  // Every launch has run (the communicator waited): the events are idle.
+  for (const Mark& m : marks_) rt_->eventDestroy(m.event);
+  for (void* e : idleEvents_) rt_->eventDestroy(e);
+  if (orderEvent_) rt_->eventDestroy(orderEvent_);
+}
+
+ncclResult_t Launcher::init() {
+  const std::string policy = envStr("WORK_STORAGE", "auto");
+  if (policy == "auto") policy_ = StoragePolicy::Auto;
+  else if (policy == "args") policy_ = StoragePolicy::Args;
+  else if (policy == "fifo") policy_ = StoragePolicy::Fifo;
+  else
+    return setError(comm_, ncclInvalidArgument,
+                    "PLEXUS_WORK_STORAGE=%s: use auto (works in the kernel's parameter when they fit, else in the "
+                    "workFifo), args or fifo", policy.c_str());
+  if (comm_->backend == plexusBackendCuda) {
+    const int64_t t = envInt("NTHREADS", 512);
+    if (t < 64 || t > 1024 || t % 32)
+      return setError(comm_, ncclInvalidArgument, "NCCL_NTHREADS=%lld: use a multiple of 32 from 64 to 1024",
+                      (long long)t);
+    threads_ = (unsigned)t;
+  }
+  if (rt_->eventCreate(&orderEvent_) != ncclSuccess)
+    return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot create an event: %s", comm_->rank,
+                    rt_->lastError().c_str());
+  return ncclSuccess;
+}
+
+void Launcher::pollCompletions() {
+  while (!marks_.empty()) {
+    const Mark m = marks_.front();
+    const ncclResult_t r = rt_->eventQuery(m.event);
+    if (r == ncclInProgress) return;
+    // Done, or the stream failed (the launch's error reaches the application through the stream): either way the
+    // device reads none of these entries any more.
+    comm_->workFifo->consumeTo(m.produced);
+    idleEvents_.push_back(m.event);
+    marks_.erase(marks_.begin());
+  }
+}
+
+void Launcher::waitIdle() {
+  if (!haveLast_.load(std::memory_order_acquire)) return;
+  for (uint32_t iter = 0; rt_->eventQuery(orderEvent_) == ncclInProgress; iter++) dev::backoff(iter < 4096 ? iter : 4096);
+}
+
+ncclResult_t Launcher::markProduced(cudaStream_t stream) {
+  void* event;
+  if (!idleEvents_.empty()) {
+    event = idleEvents_.back();
+    idleEvents_.pop_back();
+  } else if (rt_->eventCreate(&event) != ncclSuccess) {
+    return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot create an event: %s", comm_->rank,
+                    rt_->lastError().c_str());
+  }
+  if (rt_->eventRecord(event, stream) != ncclSuccess) {
+    idleEvents_.push_back(event);
+    return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot record an event: %s", comm_->rank,
+                    rt_->lastError().c_str());
+  }
+  marks_.push_back(Mark{event, comm_->workFifo->produced()});
+  return ncclSuccess;
+}
+
+ncclResult_t Launcher::kernelOf(const plexusDevWork_v1_t& w, const void** function) {
+  if (comm_->backend == plexusBackendHost) {
+    // One host kernel (the executor) runs every plan; plans split where the algorithm changes.
+    *function = (const void*)(uintptr_t)(w.algorithm + 1);
+    return ncclSuccess;
+  }
+  if (w.algorithm == kAlgoCoreP2p)
+    return setError(comm_, ncclInvalidUsage, "rank %d: point-to-point has no CUDA kernel yet", comm_->rank);
+  const AlgoInstance& a = comm_->algos[w.algorithm];
+  void* fn = nullptr;
+  if (!a.plugin->api->hasCudaKernels() || a.plugin->api->getCudaKernel(a.ctx, &w, &fn) != ncclSuccess || !fn)
+    return setError(comm_, ncclInvalidUsage,
+                    "rank %d: algorithm plugin '%s' (%s) has no CUDA kernel for %s of %s with op %d over %s%s",
+                    comm_->rank, a.plugin->name.c_str(), a.plugin->path.c_str(), funcName((ncclFunc_t)w.func),
+                    typeName((ncclDataType_t)w.datatype), (int)w.redop, protoName(w.proto),
+                    a.plugin->version < PLEXUS_ALGO_ABI_VERSION ? " (its ABI v1 runs on the host backend only)" : "");
+  *function = fn;
+  return ncclSuccess;
+}
+
+ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n) {
+  pollCompletions();
+  persistent_.reclaim();
+  bool capturing = false;
+  void* graph = nullptr;
+  if (rt_->captureStatus(stream, &capturing, &graph) != ncclSuccess)
+    return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot query the stream's capture status: %s",
+                    comm_->rank, rt_->lastError().c_str());
+  // Launches of one communicator share its channels' connectors: a launch on another stream waits for the previous
+  // one. A graph orders its own nodes; its launches neither wait nor are waited on.
+  if (!capturing && haveLast_ && stream != lastStream_ && rt_->streamWaitEvent(stream, orderEvent_) != ncclSuccess)
+    return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot order the launch after the previous one: %s",
+                    comm_->rank, rt_->lastError().c_str());
+  uint32_t plans = 0;
+  for (uint32_t i = 0; i < n;) {
+    const void* function;
+    NCCLCHECK(kernelOf(works[i], &function));
+    uint32_t j = i + 1;
+    for (const void* next; j < n; j++) {
+      NCCLCHECK(kernelOf(works[j], &next));
+      if (next != function) break;
+    }
+    if (comm_->backend == plexusBackendHost) function = &comm_->executor->kernel();
+    NCCLCHECK(launchPlan(stream, works + i, j - i, function, capturing, graph));
+    plans++;
+    i = j;
+  }
+  last_.plans = plans;
+  if (!capturing) {
+    if (rt_->eventRecord(orderEvent_, stream) != ncclSuccess)
+      return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot record an event: %s", comm_->rank,
+                      rt_->lastError().c_str());
+    lastStream_ = stream;
+    haveLast_.store(true, std::memory_order_release);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Launcher::launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n,
+                                  const void* function, bool capturing, void* graph) {
+  const WorkStorage storage = chooseWorkStorage(n, capturing, policy_);
+  plexusDevKernelArgs_v1_t args;
+  memset(&args, 0, offsetof(plexusDevKernelArgs_v1_t, inlineWorks));
+  args.comm = comm_->devCommForKernels;
+  args.storage = (uint32_t)storage;
+  args.nWorks = n;
+  args.launchSeq = ++launchSeq_;
+  for (uint32_t i = 0; i < n; i++) args.channelMask |= dev::workChannelMask(&works[i]);
+  switch (storage) {
+    case WorkStorage::Args:
+      memcpy(args.inlineWorks, works, sizeof(plexusDevWork_v1_t) * n);
+      break;
+    case WorkStorage::Fifo: {
+      WorkFifo& fifo = *comm_->workFifo;
+      HostStream* host = comm_->backend == plexusBackendHost ? reinterpret_cast<HostStream*>(stream) : nullptr;
+      // A full ring: look for finished launches, and on the host run the stream's launches on this thread rather
+      // than wait for its worker.
+      NCCLCHECK(fifo.reserve(n, &comm_->abortFlag, &args.first, [this, host] {
+        pollCompletions();
+        if (host) host->help();
+      }));
+      for (uint32_t i = 0; i < n; i++) fifo.at(args.first + i) = works[i];
+      args.works = fifo.deviceRing();
+      args.mask = fifo.mask();
+      break;
+    }
+    case WorkStorage::Persistent:
+      if (persistent_.create(graph, works, n, &args.works) != ncclSuccess)
+        return setError(comm_, ncclUnhandledCudaError, "rank %d: %s", comm_->rank, lastError(nullptr));
+      break;
+  }
+  last_.storage = storage;
+  last_.nWorks = n;
+  last_.channelMask = args.channelMask;
+  if (args.channelMask) {
+    KernelLaunch k;
+    k.function = function;
+    k.grid = (unsigned)dev::popcount64(args.channelMask);
+    k.block = threads_;
+    k.args = &args;
+    k.argsBytes = kernelArgsBytes(args);
+    if (rt_->launch(stream, k) != ncclSuccess)
+      return setError(comm_, ncclUnhandledCudaError, "rank %d: the kernel of %s opSeq %llu could not be launched: %s",
+                      comm_->rank, funcName((ncclFunc_t)works[0].func), (unsigned long long)works[0].opSeq,
+                      rt_->lastError().c_str());
+  }
+  if (storage == WorkStorage::Fifo) NCCLCHECK(markProduced(stream));
+  return ncclSuccess;
+}
+
+}  // namespace plexus
