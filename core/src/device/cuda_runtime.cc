@@ -238,7 +238,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
 
   // Not in runtime.h on this branch yet: the planner's rewrite adds it (work after this waits for the event).
-  ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) {
+  ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) override {
     return check(d_->streamWaitEvent(stream, static_cast<CUevent>(event), 0), "cuStreamWaitEvent");
   }
 

@@ -39,7 +39,7 @@ const char* pointerKindName(PointerKind kind);
 
 struct PointerInfo {
   PointerKind kind = PointerKind::Host;
-  int device = -1;  // the device it belongs to; -1 for host memory
+  int device = -1;  // the device it belongs to (Device, Managed); -1 for host memory, registered or not
 };
 
 // A kernel launch over one plan: grid blocks of block threads, one by-value parameter of argsBytes bytes (the
@@ -71,7 +71,9 @@ class DeviceRuntime {
   // Makes device current on the calling thread (CUDA: its primary context, retained once per device).
   virtual ncclResult_t setCurrent(int device) = 0;
 
+  // Zeroed memory (connectors start with clean flags); 0 bytes gives a valid, distinct, 0-sized block.
   virtual ncclResult_t alloc(MemKind kind, size_t bytes, DeviceMem* mem) = 0;
+  // Failures are only logged (lastError): memory is never left half freed.
   virtual void free(DeviceMem* mem) = 0;
   // Synchronous copies between host memory and memory of alloc, outside any stream capture.
   virtual ncclResult_t copyToDevice(void* dst, const void* src, size_t bytes) = 0;
@@ -96,7 +98,8 @@ class DeviceRuntime {
   // captures.
   virtual ncclResult_t captureStatus(cudaStream_t stream, bool* capturing, void** graph) = 0;
   // Ties release(arg) to the lifetime of graph: it runs (on a thread of the driver's) once the graph and every
-  // executable graph made from it are destroyed. It must not call the driver.
+  // executable graph made from it are destroyed. It must not call the driver. On failure arg stays the caller's
+  // (release is not called).
   virtual ncclResult_t graphRetain(void* graph, void (*release)(void*), void* arg) = 0;
 
   // What the last failed call said, for the error message of whoever called it.

@@ -206,7 +206,7 @@ ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* wor
     const void* function;
     NCCLCHECK(kernelOf(works[i], &function));
     uint32_t j = i + 1;
-    for (const void* next; j < n; j++) {
+    for (const void* next = nullptr; j < n; j++) {
       NCCLCHECK(kernelOf(works[j], &next));
       if (next != function) break;
     }
