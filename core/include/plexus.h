@@ -68,6 +68,18 @@ typedef struct {
   uint64_t p2pSlotBytes;
 } plexusCommStats_t;
 ncclResult_t plexusCommGetStats(ncclComm_t comm, plexusCommStats_t* stats);
+/* How the communicator's operations were launched: kernel launches so far (one per plan: a run of operations one
+ * kernel runs), where the last one's work items travelled (0: in the kernel's parameter, 1: in the workFifo ring,
+ * 2: with a captured CUDA graph), how many it had, and the workFifo's counters (entries written; entries the
+ * device is done with). */
+typedef struct {
+  uint64_t launches;
+  int lastStorage;
+  int lastWorks;
+  uint32_t fifoProduced;
+  uint32_t fifoConsumed;
+} plexusLaunchInfo_t;
+ncclResult_t plexusCommGetLaunchInfo(ncclComm_t comm, plexusLaunchInfo_t* info);
 
 /* Fault handling. A wait of an operation that lasts longer than the timeout fails it with ncclTimeout
  * and prints a hang report on every rank that times out; 0 waits forever. The default comes from

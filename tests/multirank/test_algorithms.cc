@@ -163,3 +163,23 @@ TEST_CASE("algorithms, protocols and point-to-point share connectors on one comm
           return bad;
         }) == 0);
 }
+
+TEST_CASE("an algorithm plugin of ABI v1 runs through the core's adapter (host backend)") {
+  const std::string plugin = std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libplexus-algo-rd-v1.so";
+  setenv("PLEXUS_ALGORITHMS", ("ring," + plugin).c_str(), 1);
+  Forced forced("rd-v1", "Simple");
+  CHECK(harness::runThreads(4, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          for (size_t count : {(size_t)1, (size_t)1000, (size_t)(1 << 20) + 3}) {
+            bad += allReduce(comm, stream, rank, nranks, count, ncclFloat32, ncclSum, count % 2);
+            plexusDecision_t d;
+            CHECK_NCCL(plexusCommLastDecision(comm, &d));
+            if (std::string(d.algorithm) != "rd-v1") {
+              fprintf(stderr, "rank %d: ran %s, not rd-v1\n", rank, d.algorithm);
+              bad++;
+            }
+          }
+          return bad;
+        }) == 0);
+  unsetenv("PLEXUS_ALGORITHMS");
+}

@@ -26,7 +26,10 @@ struct Connection {
 
 struct Channels {
   int count = 0;
-  std::vector<plexusDevChannel_v1_t> dev;                 // what kernels see, one per channel
+  std::vector<plexusDevChannel_v1_t> dev;                 // what host kernels see, one per channel
+  // Where the running kernels keep each channel's status and waits (the watchdog and hang reports read them):
+  // dev on the host backend, its host-mapped copy on CUDA.
+  plexusDevChannel_v1_t* live = nullptr;
   std::vector<std::vector<plexusDevChannelPeer_v1_t>> peers;  // [channel][rank]
   std::vector<std::vector<int>> ringOrder;                // [channel][position] -> rank
   std::vector<std::vector<int>> treeParents;              // [channel][rank] -> its tree parent, -1 at the root

@@ -105,7 +105,7 @@ static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
   if (abort || comm->asyncError.load() != ncclSuccess) {
     // Waits give up at once (the bootstrap's too: this is its abort flag); whatever is in flight finishes
     // with an error.
-    __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+    commSetAbort(comm, 1);
   }
   if (comm->launcher) comm->launcher->waitIdle();
   groupForget(comm);
@@ -126,7 +126,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   NCCLCHECK(checkComm(comm, "ncclCommAbort", false));
-  __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+  commSetAbort(comm, 1);
   return commTeardown(comm, true);
 }
 
@@ -236,6 +236,16 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetStat
   stats->operations = comm->opCount;
   stats->p2pZeroCopyBytes = comm->p2pZeroCopyBytes.load(std::memory_order_relaxed);
   stats->p2pSlotBytes = comm->p2pSlotBytes.load(std::memory_order_relaxed);
+  return ncclSuccess;
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetLaunchInfo(ncclComm_t comm,
+                                                                                        plexusLaunchInfo_t* info) {
+  NCCLCHECK(checkComm(comm, "plexusCommGetLaunchInfo"));
+  if (!info) return setError(comm, ncclInvalidArgument, "plexusCommGetLaunchInfo: info is NULL");
+  const Launcher::Last last = comm->launcher->last();
+  *info = plexusLaunchInfo_t{comm->launcher->launches(), (int)last.storage, (int)last.nWorks,
+                             comm->workFifo->produced(), comm->workFifo->consumed()};
   return ncclSuccess;
 }
 

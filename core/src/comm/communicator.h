@@ -27,9 +27,9 @@ class HostExecutor;
 class Launcher;
 struct Task;
 struct CommRegistry;  // comm/memory.cc
-struct PeerMappings;  // transport/peer_memory.h
 struct HealthState;   // health/health.cc
 class DeviceRuntime;  // device/runtime.h
+struct DeviceState;   // device/dev_state.h
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -76,6 +76,8 @@ struct ncclComm {
   std::mutex errorMutex;
   std::string lastError;
   alignas(64) volatile uint32_t abortFlag = 0;
+  // CUDA: the word kernels watch, in host-mapped memory (device/dev_state.h); commSetAbort writes both.
+  std::atomic<volatile uint32_t*> abortMirror{nullptr};
 
   plexus::Channels channels;
   plexusDevComm_v1_t devComm{};
@@ -93,6 +95,7 @@ struct ncclComm {
   std::unique_ptr<plexus::HostExecutor> executor;  // host backend: runs the launches
   // What kernels are given as their communicator: &devComm on the host, its copy in device memory on CUDA.
   plexusDevComm_v1_t* devCommForKernels = nullptr;
+  std::unique_ptr<plexus::DeviceState> deviceState;  // CUDA: what kernels read (device/dev_state.h)
   uint64_t opCount = 0;
 
   // Group state: tasks collected until the outermost ncclGroupEnd.
@@ -110,9 +113,10 @@ struct ncclComm {
   std::atomic<bool> revoked{false};
   // ncclCommRegister / ncclCommWindowRegister records (comm/memory.cc), made on first use.
   std::shared_ptr<plexus::CommRegistry> registry;
-  // Peers' ncclMemAlloc memory mapped for zero-copy point-to-point (used by the executor's thread).
-  std::unique_ptr<plexus::PeerMappings> peerMappings;
-  // plexusCommGetStats: point-to-point bytes received zero-copy, and through slots.
+  // Point-to-point's zero-copy through the transports (host backend; transport/p2p_host.h).
+  plexusP2pHostOps_v1_t p2pHostOps{};
+  int p2pAlgo = -1;  // the algorithm plugin that runs sends and receives
+  // plexusCommGetStats: point-to-point bytes received zero-copy, and through slots (host backend).
   std::atomic<uint64_t> p2pZeroCopyBytes{0}, p2pSlotBytes{0};
   // What the watchdog knows of every rank (health/health.h); set once init has completed.
   std::unique_ptr<plexus::HealthState> health;
@@ -122,6 +126,13 @@ struct ncclComm {
 };
 
 namespace plexus {
+
+// Raises (1) or lowers (0) the communicator's abort flag, which every wait of its kernels, proxy and bootstrap
+// watches, wherever they run.
+inline void commSetAbort(ncclComm* comm, uint32_t value) {
+  __atomic_store_n(&comm->abortFlag, value, __ATOMIC_SEQ_CST);
+  if (volatile uint32_t* mirror = comm->abortMirror.load()) __atomic_store_n(mirror, value, __ATOMIC_SEQ_CST);
+}
 
 // ncclSuccess when comm looks like a live, initialised communicator; else an error naming `api`.
 ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady = true);

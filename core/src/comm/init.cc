@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "comm/communicator.h"
+#include "device/dev_state.h"
 #include "device/runtime.h"
 #include "executor/host_executor.h"
 #include "group/group.h"
@@ -19,7 +20,7 @@
 #include "planner/launch.h"
 #include "planner/planner.h"
 #include <plexus/device/arch.h>
-#include "transport/peer_memory.h"
+#include "transport/p2p_host.h"
 #include "transport/transport.h"
 
 ncclComm::ncclComm() = default;
@@ -31,7 +32,10 @@ namespace {
 
 ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
-  NCCLCHECK(loadAlgorithms(configAlgorithms(*comm->config), &plugins));
+  std::vector<std::string> names = configAlgorithms(*comm->config);
+  // Point-to-point is no choice of the configuration's: every communicator can send and receive.
+  if (std::find(names.begin(), names.end(), "p2p") == names.end()) names.push_back("p2p");
+  NCCLCHECK(loadAlgorithms(names, &plugins));
   const plexusAlgoTopo_v1_t topo = algoTopology(comm->topo, comm->rank, comm->channels.count, comm->buffSize);
   bool haveRing = false, haveTree = false;
   std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));
@@ -89,6 +93,10 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
           want(c, peer, false);
         }
   }
+  for (size_t a = 0; a < comm->algos.size() && comm->p2pAlgo < 0; a++)
+    if (comm->algos[a].plugin->api->funcMask & (1u << ncclFuncSend)) comm->p2pAlgo = (int)a;
+  if (comm->p2pAlgo < 0)
+    return setError(comm, ncclInternalError, "rank %d: no algorithm plugin serves point-to-point", comm->rank);
   // Connectors are shared: an algorithm that needs one another already asked for reuses it.
   if (!reqs.empty()) NCCLCHECK(transportConnect(comm, reqs));
   return ncclSuccess;
@@ -96,6 +104,13 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
 
 ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   debugSetThreadRank(comm->rank);
+  if (comm->backend == plexusBackendCuda) {
+    // Init may run on a thread of its own (nonblocking, groups): the device's context is made current here.
+    if (comm->runtime->setCurrent(comm->device) != ncclSuccess)
+      return setError(comm, ncclUnhandledCudaError, "rank %d: cannot use CUDA device %d: %s", comm->rank, comm->device,
+                      comm->runtime->lastError().c_str());
+    NCCLCHECK(devStateInitAbort(comm));
+  }
   // First, so that the file's knob defaults hold for everything below.
   NCCLCHECK(configLoad(&comm->config));
   NCCLCHECK(Bootstrap::init(ids.data(), (int)ids.size(), comm->rank, comm->nRanks, &comm->abortFlag,
@@ -152,6 +167,9 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   const bool shared = comm->topo.coresShared(comm->channels.count);
   comm->devComm.spinPolls = (uint32_t)envInt("SPIN", shared ? PLEXUS_SPIN_SHARED : 1 << 15);
   comm->devCommForKernels = &comm->devComm;
+  comm->channels.live = comm->channels.dev.data();
+  p2pHostOpsInit(comm, &comm->p2pHostOps);
+  if (comm->backend == plexusBackendCuda) NCCLCHECK(devStateInit(comm));
   comm->workFifo = std::make_unique<WorkFifo>(1024, comm->runtime);
   if (!comm->workFifo->ok())
     return setError(comm, ncclSystemError, "rank %d: cannot allocate the workFifo: %s", comm->rank,
@@ -159,7 +177,6 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   comm->launcher = std::make_unique<Launcher>(comm);
   NCCLCHECK(comm->launcher->init());
   if (comm->backend == plexusBackendHost) comm->executor = std::make_unique<HostExecutor>(comm);
-  else return setError(comm, ncclInvalidUsage, "rank %d: the CUDA backend's kernels are not built yet", comm->rank);
   NCCLCHECK(healthInit(comm));
 
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend %s commId 0x%llx - Init COMPLETE"
@@ -236,7 +253,7 @@ void commFree(ncclComm* comm) {
   comm->launcher.reset();
   comm->executor.reset();
   comm->workFifo.reset();
-  comm->peerMappings.reset();
+  devStateFree(comm);
   // A connection left to a stuck proxy still uses its transport's per-communicator state: leak that too.
   if (transportFreeAll(comm)) transportCommFinalize(comm);
   for (AlgoInstance& a : comm->algos)

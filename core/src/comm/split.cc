@@ -280,9 +280,9 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
     // Stop the parent's operations (waits give up), then reopen its bootstrap for the id exchange; its
     // data path stays closed.
     comm->revoked = true;
-    __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+    commSetAbort(comm, 1);
     comm->launcher->waitIdle();
-    __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);
+    commSetAbort(comm, 0);
   }
   return makeChild(comm, blocking, options, newcomm, [comm, survivors](int* rank, int* nranks, ncclUniqueId* id) {
     comm->launcher->waitIdle();
@@ -303,11 +303,11 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   if (comm->revoked.exchange(true))
     return setError(comm, ncclInvalidArgument, "ncclCommRevoke: the communicator is already revoked");
   const ncclResult_t before = comm->asyncError.load();
-  __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+  commSetAbort(comm, 1);
   comm->launcher->waitIdle();
   // Nothing runs any more and nothing new is accepted: the flag can come down again, so that the
   // bootstrap serves ncclCommSplit / ncclCommShrink of the revoked communicator.
-  __atomic_store_n(&comm->abortFlag, 0u, __ATOMIC_RELEASE);
+  commSetAbort(comm, 0);
   if (before == ncclSuccess) comm->asyncError = ncclSuccess;
   INFO(NCCL_INIT, "ncclCommRevoke: comm %p rank %d revoked", (void*)comm, comm->rank);
   return comm->blocking ? ncclSuccess : ncclInProgress;

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "executor/p2p.h"
 #include "health/health.h"
 #include "misc/check.h"
 #include "planner/planner.h"
@@ -59,23 +58,12 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
   act.count.store(w->count, std::memory_order_relaxed);
   act.more.store(more, std::memory_order_relaxed);
   act.running.store(true, std::memory_order_release);
-  ncclResult_t r;
-  const char* who;
-  if (w->algorithm == kAlgoCoreP2p) {
-    // The sends and receives of a launch progress together.
-    std::vector<const plexusDevWork_v1_t*> p2p;
-    for (uint32_t i = 0; i < args->nWorks; i++)
-      if (dev::workOnChannel(dev::kernelWork(args, i), channel)) p2p.push_back(dev::kernelWork(args, i));
-    r = runP2p(comm_, p2p.data(), (int)p2p.size());
-    who = "point-to-point";
-  } else {
-    const AlgoInstance& algo = comm_->algos[w->algorithm];
-    r = algo.plugin->api->runHost(algo.ctx, args, channel);
-    who = algo.plugin->name.c_str();
-  }
+  const AlgoInstance& algo = comm_->algos[w->algorithm];
+  const ncclResult_t r = algo.plugin->api->runHost(algo.ctx, args, channel);
+  const char* who = algo.plugin->name.c_str();
   act.running.store(false, std::memory_order_release);
   if (r == ncclSuccess) return ncclSuccess;
-  const plexusDevChannel_v1_t& ch = comm_->channels.dev[channel];
+  const plexusDevChannel_v1_t& ch = comm_->channels.live[channel];
   // A connection that failed under the proxy aborted the communicator and said why already.
   const ncclResult_t async = comm_->asyncError.load();
   if (ch.status == PLEXUS_CHANNEL_ABORTED && async != ncclSuccess) return async;
@@ -94,11 +82,13 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
     act.running.store(false, std::memory_order_release);
     return ncclTimeout;
   }
-  const char* why = ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted" : "failed";
-  setError(comm_, r, "rank %d: %s opSeq %llu (%llu elements)%s %s on channel %d (%s, waiting on %s)", comm_->rank,
+  const char* why = ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted"
+                    : ch.status == PLEXUS_CHANNEL_ERROR ? "is wrong (see the algorithm's message above)"
+                                                        : "failed";
+  setError(comm_, ch.status == PLEXUS_CHANNEL_ERROR ? ncclInvalidUsage : r, "rank %d: %s opSeq %llu (%llu elements)%s %s on channel %d (%s, waiting on %s)", comm_->rank,
            funcName((ncclFunc_t)w->func), (unsigned long long)w->opSeq, (unsigned long long)w->count, launch.c_str(),
            why, channel, who, describeRank(comm_, ch.waitPeer).c_str());
-  return r;
+  return ch.status == PLEXUS_CHANNEL_ERROR ? ncclInvalidUsage : r;
 }
 
 void HostExecutor::workerLoop(int channel) {

@@ -22,7 +22,6 @@
 #include "bootstrap/socket.h"
 #include "comm/communicator.h"
 #include "executor/host_executor.h"
-#include "executor/p2p.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "planner/planner.h"
@@ -224,7 +223,7 @@ class Watchdog {
         continue;
       HealthState& h = *comm->health;
       for (int c = 0; c < comm->channels.count; c++) {
-        const plexusDevChannel_v1_t& ch = comm->channels.dev[c];
+        const plexusDevChannel_v1_t& ch = comm->channels.live[c];
         const int peer = dev::loadRelaxed(&ch.waitPeer);
         if (peer < 0 || peer >= comm->nRanks) continue;
         const RankHealth& r = h.ranks[peer];
@@ -408,7 +407,7 @@ void commFail(ncclComm* comm, ncclResult_t result, bool notify, int lost, const 
     return;
   }
   setError(comm, result, "%s", msg);
-  __atomic_store_n(&comm->abortFlag, 1u, __ATOMIC_RELEASE);
+  commSetAbort(comm, 1);
   if (notify) notifyPeers(comm, lost, msg);
 }
 
@@ -432,20 +431,21 @@ std::string hangReport(const ncclComm* comm) {
   if (comm->state.load() != ncclComm::State::Ready) return out + "  (not initialised: no operation runs)\n";
   const uint64_t now = dev::clockNs();
   for (int c = 0; c < comm->channels.count; c++) {
-    const plexusDevChannel_v1_t& ch = comm->channels.dev[c];
+    const plexusDevChannel_v1_t& ch = comm->channels.live[c];
     std::string what = "idle";
     if (comm->executor) {
       const HostExecutor::Activity& a = comm->executor->activity(c);
       const bool running = a.running.load(std::memory_order_acquire);
       if (running || (dev::loadRelaxed(&ch.status) != PLEXUS_CHANNEL_OK && a.count.load() + a.opSeq.load() != 0)) {
         const int algo = a.algorithm.load();
-        snprintf(line, sizeof line, "%s %s opSeq %llu (%llu x %s, %s)", running ? "running" : "stopped in",
+        const int more = a.more.load();
+        snprintf(line, sizeof line, "%s %s opSeq %llu (%llu x %s, %s)%s%s%s", running ? "running" : "stopped in",
                  funcName((ncclFunc_t)a.func.load()),
                  (unsigned long long)a.opSeq.load(), (unsigned long long)a.count.load(),
                  typeName((ncclDataType_t)a.datatype.load()),
-                 algo == kAlgoCoreP2p                ? "point-to-point"
-                 : algo < (int)comm->algos.size() ? comm->algos[algo].plugin->name.c_str()
-                                                  : "?");
+                 algo < (int)comm->algos.size() ? comm->algos[algo].plugin->name.c_str() : "?",
+                 more ? " or one of the " : "", more ? std::to_string(more).c_str() : "",
+                 more ? " after it in its launch" : "");
         what = line;
       }
     }
@@ -457,8 +457,10 @@ std::string hangReport(const ncclComm* comm) {
       snprintf(line, sizeof line, "; waiting %.1f s to %s %s", since && now > since ? (now - since) / 1e9 : 0.0,
                send ? "send to" : "receive from", describeRank(comm, peer).c_str());
       wait = line;
-      const plexusDevConnector_v1_t& conn = send ? ch.peers[peer].send : ch.peers[peer].recv;
-      if (conn.connected && conn.conn.head && conn.conn.tail) {
+      // The host's copy of the connector; its head and tail are host memory on the host backend only.
+      const plexusDevChannelPeer_v1_t& p = comm->channels.peers[c][peer];
+      const plexusDevConnector_v1_t& conn = send ? p.send : p.recv;
+      if (comm->backend == plexusBackendHost && conn.connected && conn.conn.head && conn.conn.tail) {
         // tail: steps the sender published; head: steps the receiver consumed. A receiver waits for step
         // `head` to arrive, a sender for credit to publish step `tail`.
         const unsigned long long sent = dev::loadAcquire(conn.conn.tail), consumed = dev::loadAcquire(conn.conn.head);

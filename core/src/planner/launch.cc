@@ -7,7 +7,6 @@
 
 #include "comm/communicator.h"
 #include "executor/host_executor.h"
-#include "executor/p2p.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "stream/host_stream.h"
@@ -174,8 +173,6 @@ ncclResult_t Launcher::kernelOf(const plexusDevWork_v1_t& w, const void** functi
     *function = (const void*)(uintptr_t)(w.algorithm + 1);
     return ncclSuccess;
   }
-  if (w.algorithm == kAlgoCoreP2p)
-    return setError(comm_, ncclInvalidUsage, "rank %d: point-to-point has no CUDA kernel yet", comm_->rank);
   const AlgoInstance& a = comm_->algos[w.algorithm];
   void* fn = nullptr;
   if (!a.plugin->api->hasCudaKernels() || a.plugin->api->getCudaKernel(a.ctx, &w, &fn) != ncclSuccess || !fn)
@@ -189,6 +186,19 @@ ncclResult_t Launcher::kernelOf(const plexusDevWork_v1_t& w, const void** functi
 }
 
 ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n) {
+  // CUDA: kernels and their functions belong to the communicator's device; the caller's current device comes back.
+  int caller = -1;
+  if (comm_->backend == plexusBackendCuda) {
+    if (rt_->currentDevice(&caller) != ncclSuccess || (caller != comm_->device && rt_->setCurrent(comm_->device) != ncclSuccess))
+      return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot make CUDA device %d current: %s", comm_->rank,
+                      comm_->device, rt_->lastError().c_str());
+  }
+  const ncclResult_t r = launchOnDevice(stream, works, n);
+  if (caller >= 0 && caller != comm_->device) rt_->setCurrent(caller);
+  return r;
+}
+
+ncclResult_t Launcher::launchOnDevice(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n) {
   pollCompletions();
   persistent_.reclaim();
   bool capturing = false;
@@ -235,6 +245,7 @@ ncclResult_t Launcher::launchPlan(cudaStream_t stream, const plexusDevWork_v1_t*
   args.storage = (uint32_t)storage;
   args.nWorks = n;
   args.launchSeq = ++launchSeq_;
+  args.hostOps = comm_->backend == plexusBackendHost ? &comm_->p2pHostOps : nullptr;
   for (uint32_t i = 0; i < n; i++) args.channelMask |= dev::workChannelMask(&works[i]);
   switch (storage) {
     case WorkStorage::Args:

@@ -92,6 +92,7 @@ class Launcher {
   StoragePolicy policy() const { return policy_; }
 
  private:
+  ncclResult_t launchOnDevice(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n);
   ncclResult_t launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n, const void* function,
                           bool capturing, void* graph);
   ncclResult_t kernelOf(const plexusDevWork_v1_t& w, const void** function);

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "executor/p2p.h"
+#include <plexus/device/p2p.h>
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/env.h"
@@ -177,10 +177,10 @@ constexpr size_t kP2pBroadcastMaxBytes = 512 * 1024;
 
 bool lowersToP2p(ncclComm* comm, const Task& t) {
   if (!comm->planner.p2pCollectives || comm->topo.nNodes != 1 || comm->nRanks < 2 ||
-      4u * (uint32_t)comm->nRanks > comm->workFifo->capacity() / 2)  // a unit (2 nRanks tasks) must fit a launch
+      2 * comm->nRanks > PLEXUS_P2P_MAX_WORKS)  // a unit (2 nRanks tasks) must fit a launch
     return false;
   const size_t bytes = t.count * typeSize(t.datatype);
-  if (bytes < kZeroCopyMinBytes) return false;
+  if (bytes < PLEXUS_P2P_ZERO_COPY_MIN_BYTES) return false;
   const bool broadcast = t.func == ncclFuncBroadcast && comm->nRanks == 2 && bytes <= kP2pBroadcastMaxBytes;
   if (t.func != ncclFuncAllGather && !broadcast) return false;
   return tuningUnconstrained(comm->tuning, t.func, collectiveBytes(t.func, t.count, t.datatype, comm->nRanks));
@@ -258,9 +258,14 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   size_t i = 0;
   std::vector<plexusDevWork_v1_t>& works = comm->plannedWorks;
   while (i < tasks.size()) {
-    // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo.
+    // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo, and by what the
+    // point-to-point step loop holds on a channel where its sends and receives begin.
     size_t j = i;
-    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < comm->workFifo->capacity() / 2) j++;
+    size_t limit = comm->workFifo->capacity() / 2;
+    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < limit) {
+      if (isP2p(tasks[j].func)) limit = std::min<size_t>(limit, j - i + PLEXUS_P2P_MAX_WORKS);
+      j++;
+    }
     if (j < tasks.size() && tasks[j].unit && tasks[j].unit == tasks[j - 1].unit) {
       size_t start = j - 1;  // a lowered collective's unit is not split over two launches
       while (start > i && tasks[start - 1].unit == tasks[j].unit) start--;
@@ -270,7 +275,7 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     for (size_t k = 0; k < j - i; k++) {
       const Task& t = tasks[i + k];
       Decision d;
-      if (isP2p(t.func)) d = Decision{kAlgoCoreP2p, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0, "p2p"};
+      if (isP2p(t.func)) d = Decision{comm->p2pAlgo, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0, "p2p"};
       else NCCLCHECK(decide(comm, t, &d));
       plexusDevWork_v1_t& w = works[k];
       w.func = (uint8_t)t.func;

@@ -15,7 +15,7 @@ namespace plexus {
 
 // What the planner chose for one operation.
 struct Decision {
-  int algo = -1;  // index into the communicator's algorithms, or kAlgoCoreP2p
+  int algo = -1;  // index into the communicator's algorithms
   int proto = -1;
   int nChannels = 1;
   size_t chunkBytes = 0;

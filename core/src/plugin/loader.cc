@@ -82,7 +82,7 @@ static void* openSymbol(const std::string& nameOrPath, const std::string& fileNa
 
 const char* checkTransportTable(const plexusTransport_v1_t* api) {
   if (api->abiVersion != PLEXUS_TRANSPORT_ABI_VERSION) return "ABI version mismatch";
-  if (api->structSize < sizeof(plexusTransport_v1_t)) return "function table smaller than ABI v1's";
+  if (api->structSize < PLEXUS_TRANSPORT_V1_BASE_SIZE) return "function table smaller than ABI v1's";
   if (!api->name || !api->name[0]) return "no name";
   if (!api->init || !api->canConnect || !api->sendSetup || !api->recvSetup || !api->sendConnect ||
       !api->recvConnect || !api->sendFree || !api->recvFree || !api->finalize)

@@ -7,6 +7,7 @@
 
 #include "bootstrap/socket.h"
 #include "comm/communicator.h"
+#include "device/dev_state.h"
 #include "health/health.h"
 #include "misc/check.h"
 #include "proxy/proxy.h"
@@ -190,7 +191,11 @@ ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectReques
   }
   if (missing.empty()) return ncclSuccess;
   INFO(NCCL_P2P, "rank %d: connecting %zu point-to-point connector(s) on demand", comm->rank, missing.size());
-  return transportConnect(comm, missing);
+  NCCLCHECK(transportConnect(comm, missing));
+  if (comm->deviceState) {  // CUDA kernels read the connectors from device memory
+    for (const ConnectRequest& req : missing) NCCLCHECK(devStateSyncConnectors(comm, req.channel, {req.peer}));
+  }
+  return ncclSuccess;
 }
 
 bool transportFreeAll(ncclComm* comm) {

@@ -85,6 +85,9 @@ typedef struct plexusPtrExchange_v1 {
  * buffs[PLEXUS_PROTO_SIMPLE] + (s % PLEXUS_STEPS) * stepSize, the sender records their bytes in
  * connFifo and publishes tail, and a receiver reads them once *tail > s. */
 #define PLEXUS_CONN_LL_IN_SLOTS 0x1
+/* The peer shares this connection's address space (ranks of one process; on CUDA, of one device or with peer
+ * access): a point-to-point receiver may hand its sender a plain address (PLEXUS_XCHG_ADDRESS). */
+#define PLEXUS_CONN_P2P_SAME_SPACE 0x2
 
 /* One direction of one connection, as its kernel sees it. For a send connector buffs/tail/connFifo
  * are the receiver's and head is local; for a recv connector the reverse. */
@@ -141,6 +144,7 @@ typedef struct plexusDevTree_v1 {
 #define PLEXUS_CHANNEL_OK 0
 #define PLEXUS_CHANNEL_ABORTED 1
 #define PLEXUS_CHANNEL_TIMEOUT 2
+#define PLEXUS_CHANNEL_ERROR 3 /* the operation is wrong (a send and its receive disagree on the size) */
 
 typedef struct plexusDevChannel_v1 {
   plexusDevRing_v1_t ring;
@@ -205,6 +209,21 @@ typedef struct plexusDevWork_v1 {
 #define PLEXUS_WORK_STORAGE_FIFO 1       /* in the communicator's workFifo ring: works[(first + i) & mask] */
 #define PLEXUS_WORK_STORAGE_PERSISTENT 2 /* in memory owned by a captured CUDA graph: works[i] */
 
+/* The host backend's zero-copy point-to-point beyond one address space (another process's memory: its registered
+ * ncclMemAlloc memory, or process_vm_writev), which its transport offers (transport_v1's p2pDescribe/p2pWrite) and
+ * kernels reach through the core. NULL on CUDA. */
+typedef struct plexusP2pHostOps_v1 {
+  void* ctx;
+  /* Receiver: where the sender on `channel` from `peer` should write bytes for buff (*x; kind SLOTS: nowhere). */
+  ncclResult_t (*describe)(void* ctx, int channel, int peer, void* buff, size_t bytes, plexusPtrExchange_v1_t* x);
+  /* Sender: writes bytes from src where the receiver's record x says; an error: not possible (the message then
+   * goes through the slots, and the transport stops offering it). */
+  ncclResult_t (*write)(void* ctx, int channel, int peer, const plexusPtrExchange_v1_t* x, const void* src,
+                        size_t bytes);
+  /* Bytes received zero-copy and through slots, for the communicator's counters. */
+  void (*count)(void* ctx, uint64_t zeroCopyBytes, uint64_t slotBytes);
+} plexusP2pHostOps_v1_t;
+
 /* A kernel's one parameter: CUDA kernels take it by value (at most PLEXUS_KERNEL_ARGS_BYTES, cut after the last
  * inline work), the host backend passes its address. Block b runs the channel of the b-th set bit of
  * channelMask, and on it every work i < nWorks whose channel range holds that channel, in order. */
@@ -220,7 +239,8 @@ typedef struct plexusDevKernelArgs_v1 {
   uint32_t mask;  /* FIFO: ring entries - 1 */
   uint64_t channelMask;
   uint64_t launchSeq; /* the communicator's launch count, for reports */
-  uint64_t pad0[2];
+  const plexusP2pHostOps_v1_t* hostOps; /* host backend only */
+  uint64_t pad0;
   plexusDevWork_v1_t inlineWorks[PLEXUS_KERNEL_ARGS_MAX_WORKS];
 } plexusDevKernelArgs_v1_t;
 

@@ -71,6 +71,16 @@ typedef struct plexusTransportSetup_v1 {
   void* commCtx; /* what commInit made for this communicator; NULL without commInit */
 } plexusTransportSetup_v1_t;
 
+/* What the core knows of a point-to-point buffer: it lies in ncclMemAlloc memory registered with the communicator,
+ * which the owning process (pid) exposes as file descriptor fd; the buffer starts offset bytes into it; serial names
+ * the allocation (descriptors are reused). */
+typedef struct plexusShareable_v1 {
+  int64_t fd;
+  uint64_t pid;
+  uint64_t offset;
+  uint64_t serial;
+} plexusShareable_v1_t;
+
 typedef struct plexusTransport_v1 {
   uint32_t abiVersion; /* PLEXUS_TRANSPORT_ABI_VERSION */
   uint32_t structSize; /* sizeof(plexusTransport_v1_t) as the plugin was built */
@@ -98,7 +108,18 @@ typedef struct plexusTransport_v1 {
    * init and ended after its last connection is freed. */
   ncclResult_t (*commInit)(void* ctx, const plexusTransportComm_v1_t* comm, void** commCtx);
   ncclResult_t (*commFinalize)(void* commCtx);
+  /* Optional, read only when structSize covers them; host backend: zero-copy point-to-point beyond the connection's
+   * address space (device_v1.h's plexusP2pHostOps_v1_t reaches them). p2pDescribe, on the receiving side, fills *x
+   * for a message of bytes at buff (shareable: buff in registered ncclMemAlloc memory, else NULL); kind
+   * PLEXUS_XCHG_SLOTS where this transport cannot. p2pWrite, on the sending side, writes bytes from src where x
+   * says; an error means it cannot (for this message and the next ones: the transport stops offering it). */
+  ncclResult_t (*p2pDescribe)(void* resources, void* buff, size_t bytes, const plexusShareable_v1_t* shareable,
+                              plexusPtrExchange_v1_t* x);
+  ncclResult_t (*p2pWrite)(void* resources, const plexusPtrExchange_v1_t* x, const void* src, size_t bytes);
 } plexusTransport_v1_t;
+
+/* The table's size before the optional members that came later: what structSize must reach at least. */
+#define PLEXUS_TRANSPORT_V1_BASE_SIZE 120
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -106,7 +127,9 @@ static_assert(sizeof(plexusPeerInfo_v1_t) == 48, "plexusPeerInfo_v1_t layout");
 static_assert(sizeof(plexusConnectInfo_v1_t) == 256, "plexusConnectInfo_v1_t layout");
 static_assert(sizeof(plexusTransportComm_v1_t) == 48, "plexusTransportComm_v1_t layout");
 static_assert(sizeof(plexusTransportSetup_v1_t) == 48, "plexusTransportSetup_v1_t layout");
-static_assert(sizeof(plexusTransport_v1_t) == 120, "plexusTransport_v1_t layout");
+static_assert(offsetof(plexusTransport_v1_t, p2pDescribe) == PLEXUS_TRANSPORT_V1_BASE_SIZE, "plexusTransport_v1_t layout");
+static_assert(sizeof(plexusTransport_v1_t) == 136, "plexusTransport_v1_t layout");
+static_assert(sizeof(plexusShareable_v1_t) == 32, "plexusShareable_v1_t layout");
 #endif
 
 #endif /* PLEXUS_TRANSPORT_V1_H_ */

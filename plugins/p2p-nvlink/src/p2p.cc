@@ -1,13 +1,18 @@
 // p2p-nvlink: connections between ranks of one node through memory the peer maps directly.
 // Host backend: the receiver's slots, tail and connFifo live in its memory and the sender writes
 // them; the sender's head lives in its memory and the receiver writes it (NCCL's P2P write mode).
+// Point-to-point may skip the slots: ranks of one process hand each other addresses
+// (PLEXUS_CONN_P2P_SAME_SPACE), ranks of other processes on this machine a registered allocation or
+// a process_vm_writev destination (p2pDescribe / p2pWrite, zero_copy.h).
 #include <plexus/transport_v1.h>
 
+#include <cerrno>
 #include <cstring>
 #include <new>
 
 #include "host_memory.h"
 #include "log.h"
+#include "zero_copy.h"
 
 namespace p2p {
 
@@ -26,6 +31,8 @@ struct alignas(128) SendCtrl {
   volatile uint64_t head;
   char pad[120];
   plexusPtrExchange_v1_t exchange;  // written by the receiver: where a zero-copy message goes
+  // Set by the sender when process_vm_writev into the receiver failed: the receiver stops offering it.
+  volatile uint32_t cmaRefused;
 };
 static_assert(sizeof(RecvCtrl) <= kCtrlBytes, "control block");
 
@@ -36,6 +43,7 @@ struct RecvInfo {
 };
 struct SendInfo {
   MemHandle mem;
+  uint64_t pidNs;  // the sender's pid namespace: whether the receiver may offer it a process_vm_writev address
 };
 static_assert(sizeof(RecvInfo) <= PLEXUS_CONNECT_INFO_BYTES, "connect info");
 
@@ -45,7 +53,12 @@ struct Resources {
   MemHandle remoteHandle{};
   void* remote = nullptr;
   int buffSizes[PLEXUS_NUM_PROTOCOLS];
+  plexusPeerInfo_v1_t self, peer;
+  bool cmaOk = false;    // receiver: the sender may write this process's memory with process_vm_writev
+  PeerMemory peerMemory;  // sender: the receiver's registered allocations mapped so far
 };
+
+bool sameProcess(const Resources* res) { return res->self.pidHash == res->peer.pidHash; }
 
 ncclResult_t init(void** ctx, ncclDebugLogger_t log) {
   logger = log;
@@ -64,6 +77,8 @@ ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConn
   auto* res = new (std::nothrow) Resources{};
   if (!res) return ncclSystemError;
   res->isSend = false;
+  res->self = *setup->self;
+  res->peer = *setup->peer;
   size_t total = kCtrlBytes;
   RecvInfo ri{};
   for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
@@ -89,13 +104,15 @@ ncclResult_t sendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConn
   auto* res = new (std::nothrow) Resources{};
   if (!res) return ncclSystemError;
   res->isSend = true;
+  res->self = *setup->self;
+  res->peer = *setup->peer;
   ncclResult_t r = memAlloc(sizeof(SendCtrl), setup->self->pidHash == setup->peer->pidHash, &res->local);
   if (r != ncclSuccess) {
     delete res;
     return r;
   }
   new (res->local.ptr) SendCtrl{};
-  SendInfo si{res->local.handle};
+  SendInfo si{res->local.handle, pidNamespace()};
   memset(info, 0, sizeof(*info));
   memcpy(info->data, &si, sizeof(si));
   *out = res;
@@ -124,6 +141,7 @@ ncclResult_t sendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   conn->connFifo = nullptr;  // direct peers need no proxy, hence no per-slot sizes
   conn->stepSize = ri.buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   conn->step = 0;
+  conn->flags = sameProcess(res) ? PLEXUS_CONN_P2P_SAME_SPACE : 0;
   return ncclSuccess;
 }
 
@@ -150,6 +168,11 @@ ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   conn->connFifo = nullptr;
   conn->stepSize = res->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   conn->step = 0;
+  conn->flags = sameProcess(res) ? PLEXUS_CONN_P2P_SAME_SPACE : 0;
+  // Pids mean the same only on one machine, in one pid namespace.
+  const uint64_t ns = pidNamespace();
+  res->cmaOk = !sameProcess(res) && cmaEnabled() && ns && si.pidNs == ns &&
+               res->self.machineHash == res->peer.machineHash && res->self.pid != res->peer.pid;
   return ncclSuccess;
 }
 
@@ -169,6 +192,43 @@ ncclResult_t freeResources(void* resources) {
 
 ncclResult_t finalize(void*) { return ncclSuccess; }
 
+// The receiver's side: registered memory first (no system call per message), else process_vm_writev.
+ncclResult_t p2pDescribe(void* resources, void* buff, size_t bytes, const plexusShareable_v1_t* shareable,
+                         plexusPtrExchange_v1_t* x) {
+  auto* res = (Resources*)resources;
+  x->kind = PLEXUS_XCHG_SLOTS;
+  x->size = bytes;
+  if (shareable) {
+    x->kind = PLEXUS_XCHG_MEMFD;
+    x->pid = shareable->pid;
+    x->fd = (uint64_t)shareable->fd;
+    x->offset = shareable->offset;
+    x->serial = shareable->serial;
+  } else if (res->cmaOk && !((SendCtrl*)res->remote)->cmaRefused) {
+    x->kind = PLEXUS_XCHG_CMA;
+    x->pid = (uint64_t)res->self.pid;
+    x->addr = (uint64_t)(uintptr_t)buff;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t p2pWrite(void* resources, const plexusPtrExchange_v1_t* x, const void* src, size_t bytes) {
+  auto* res = (Resources*)resources;
+  if (x->kind == PLEXUS_XCHG_MEMFD) {
+    char* dst = res->peerMemory.destination(*x);
+    if (!dst) return ncclSystemError;
+    memcpy(dst, src, bytes);
+    return ncclSuccess;
+  }
+  if (x->kind != PLEXUS_XCHG_CMA) return ncclInvalidArgument;
+  if (cmaWrite(x->pid, x->addr, src, bytes)) return ncclSuccess;
+  // Refused (ptrace rules, another user, a seccomp filter): neither side tries again on this connection.
+  P2P_INFO("p2p-nvlink: process_vm_writev into pid %llu failed (%s); this connection's messages go through its slots "
+           "from now on", (unsigned long long)x->pid, strerror(errno));
+  ((SendCtrl*)res->local.ptr)->cmaRefused = 1;
+  return ncclSystemError;
+}
+
 }  // namespace
 }  // namespace p2p
 
@@ -187,4 +247,8 @@ extern "C" __attribute__((visibility("default"))) const plexusTransport_v1_t ple
     p2p::freeResources,
     nullptr,
     p2p::finalize,
+    nullptr,
+    nullptr,
+    p2p::p2pDescribe,
+    p2p::p2pWrite,
 };
