@@ -107,7 +107,12 @@ static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
     // with an error.
     commSetAbort(comm, 1);
   }
-  if (comm->launcher) comm->launcher->waitIdle();
+  // After an abort every kernel's wait gives up; one that does not stop (a GPU hung elsewhere) keeps its memory.
+  if (comm->launcher && !comm->launcher->waitIdle(abort ? 10.0 : -1)) {
+    WARN("rank %d: the communicator's kernels did not stop within 10 s of the abort; its device memory is left "
+         "allocated so that they never touch freed memory", comm->rank);
+    comm->kernelsStuck = true;
+  }
   groupForget(comm);
   commRegister(comm, false);
   commFree(comm);
@@ -255,7 +260,15 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommSetTime
   if (!(seconds >= 0) || seconds > 1e9)
     return setError(comm, ncclInvalidArgument, "plexusCommSetTimeout: %g seconds is not in [0, 1e9] (0: no timeout)",
                     seconds);
-  __atomic_store_n(&comm->devComm.timeoutNs, (uint64_t)(seconds * 1e9), __ATOMIC_RELAXED);
+  const uint64_t ns = (uint64_t)(seconds * 1e9);
+  __atomic_store_n(&comm->devComm.timeoutNs, ns, __ATOMIC_RELAXED);
+  if (comm->devCommForKernels != &comm->devComm) {  // CUDA: the kernels' copy too
+    DeviceGuard device(comm);
+    NCCLCHECK(device.result());
+    if (comm->runtime->copyToDevice(&comm->devCommForKernels->timeoutNs, &ns, sizeof(ns)) != ncclSuccess)
+      return setError(comm, ncclUnhandledCudaError, "plexusCommSetTimeout: cannot update the kernels' timeout: %s",
+                      comm->runtime->lastError().c_str());
+  }
   return ncclSuccess;
 }
 

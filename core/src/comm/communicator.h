@@ -96,6 +96,7 @@ struct ncclComm {
   // What kernels are given as their communicator: &devComm on the host, its copy in device memory on CUDA.
   plexusDevComm_v1_t* devCommForKernels = nullptr;
   std::unique_ptr<plexus::DeviceState> deviceState;  // CUDA: what kernels read (device/dev_state.h)
+  bool kernelsStuck = false;  // CUDA: kernels did not stop after an abort; their memory is never freed
   uint64_t opCount = 0;
 
   // Group state: tasks collected until the outermost ncclGroupEnd.

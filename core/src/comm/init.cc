@@ -249,7 +249,13 @@ ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady) {
 
 void commFree(ncclComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
+  DeviceGuard device(comm);  // its memory and events are the device's
   healthFinalize(comm);
+  if (comm->kernelsStuck) {  // what running kernels may still read or write stays
+    (void)comm->launcher.release();
+    (void)comm->workFifo.release();
+    (void)comm->deviceState.release();
+  }
   comm->launcher.reset();
   comm->executor.reset();
   comm->workFifo.reset();

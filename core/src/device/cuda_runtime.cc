@@ -286,6 +286,21 @@ class CudaRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
 
+  // NCCL's path to GPUDirect RDMA without nvidia-peermem: the driver exports the device pages as a dmabuf (CUDA 11.7+,
+  // Linux 5.12+); the range must be page aligned, which cuMemAlloc's allocations are.
+  ncclResult_t exportDmabuf(const DeviceMem& mem, int* fd, uint64_t* offset) override {
+    if (mem.kind != MemKind::Device || !mem.ptr)
+      return failWith(ncclInvalidArgument, "exportDmabuf: only device memory has a dmabuf");
+    int handle = -1;
+    const ncclResult_t r = check(d_->memGetHandleForAddressRange(&handle, devicePtr(mem.ptr),
+                                                                 (mem.size + 4095) & ~(size_t)4095,
+                                                                 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+                                 "cuMemGetHandleForAddressRange");
+    if (r != ncclSuccess) return r;
+    *fd = handle;
+    *offset = 0;
+    return ncclSuccess;
+  }
   std::string lastError() override { return lastFailure; }
 
  private:

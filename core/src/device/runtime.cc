@@ -121,6 +121,7 @@ class HostRuntime final : public DeviceRuntime {
   ncclResult_t graphRetain(void*, void (*)(void*), void*) override {
     return setError(nullptr, ncclInvalidUsage, "host backend: host streams are never captured into graphs");
   }
+  ncclResult_t exportDmabuf(const DeviceMem&, int*, uint64_t*) override { return ncclInvalidUsage; }
   std::string lastError() override { return ""; }
 };
 
@@ -217,6 +218,26 @@ ncclResult_t setDevice(int device) {
 }
 
 int getDevice() { return hostDevice; }
+
+DeviceGuard::DeviceGuard(ncclComm* comm) {
+  if (comm->backend != plexusBackendCuda) return;
+  DeviceRuntime* rt = comm->runtime;
+  int current = -1;
+  if (rt->currentDevice(&current) != ncclSuccess ||
+      (current != comm->device && rt->setCurrent(comm->device) != ncclSuccess)) {
+    result_ = setError(comm, ncclUnhandledCudaError, "rank %d: cannot make CUDA device %d current: %s", comm->rank,
+                       comm->device, rt->lastError().c_str());
+    return;
+  }
+  if (current != comm->device) {
+    rt_ = rt;
+    caller_ = current;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (rt_) rt_->setCurrent(caller_);
+}
 
 ncclResult_t checkPointer(ncclComm* comm, const char* api, const char* what, const void* ptr) {
   if (!ptr) return ncclSuccess;

@@ -102,6 +102,10 @@ class DeviceRuntime {
   // (release is not called).
   virtual ncclResult_t graphRetain(void* graph, void (*release)(void*), void* arg) = 0;
 
+  // A dmabuf file descriptor for Device memory (a net plugin's regMrDmaBuf), and mem's offset in it; the caller closes
+  // the descriptor. An error where the device or driver cannot (and always on the host backend).
+  virtual ncclResult_t exportDmabuf(const DeviceMem& mem, int* fd, uint64_t* offset) = 0;
+
   // What the last failed call said, for the error message of whoever called it.
   virtual std::string lastError() = 0;
 };
@@ -126,6 +130,23 @@ ncclResult_t chooseBackend(plexusBackend_t* backend, int* device);
 ncclResult_t useDevice(plexusBackend_t backend, int device);
 ncclResult_t setDevice(int device);  // plexusSetDevice
 int getDevice();                     // plexusGetDevice
+
+// Makes a CUDA communicator's device current on the calling thread for the guard's lifetime (its kernels, memory and
+// the plugins' kernel functions belong to that device's context), and the caller's device current again after, as
+// NCCL does around its launches. Nothing on the host backend.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(ncclComm* comm);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  ncclResult_t result() const { return result_; }
+
+ private:
+  DeviceRuntime* rt_ = nullptr;
+  int caller_ = -1;
+  ncclResult_t result_ = ncclSuccess;
+};
 
 // Where every buffer of an operation is checked before it is enqueued: a device pointer given to a host-backend
 // communicator, or unregistered host memory given to a CUDA one, is ncclInvalidArgument naming api and what.

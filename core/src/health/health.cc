@@ -208,6 +208,34 @@ class Watchdog {
     }
   }
 
+  // A CUDA channel whose kernel stopped with a timeout or an error: the communicator fails with it (and prints its
+  // hang report on a timeout, as every rank that timed out does).
+  static bool kernelStopped(ncclComm* comm) {
+    for (int c = 0; c < comm->channels.count; c++) {
+      const plexusDevChannel_v1_t& ch = comm->channels.live[c];
+      const int status = dev::loadRelaxed(&ch.status);
+      if (status != PLEXUS_CHANNEL_TIMEOUT && status != PLEXUS_CHANNEL_ERROR) continue;
+      const int peer = dev::loadRelaxed(&ch.waitPeer);
+      const bool send = dev::loadRelaxed(&ch.waitIsSend);
+      if (status == PLEXUS_CHANNEL_TIMEOUT) {
+        commFail(comm, ncclTimeout, false, -1,
+                 "rank %d: a kernel timed out after %.1f s on channel %d waiting to %s %s. Every rank printed a hang "
+                 "report: the rank that is not waiting on anyone, or that every chain of waits ends at, is the stuck "
+                 "one. Raise PLEXUS_TIMEOUT (seconds; 0: wait forever) if it is only slow",
+                 comm->rank, comm->devComm.timeoutNs / 1e9, c, send ? "send to" : "receive from",
+                 describeRank(comm, peer).c_str());
+        reportHangOnce(comm, "timeout");
+      } else {
+        commFail(comm, ncclInvalidUsage, false, -1,
+                 "rank %d: a kernel stopped channel %d: its operation cannot run (a send and its receive differ in "
+                 "size, a rank's sends to itself and receives from itself differ, or a peer has no connection)%s%s",
+                 comm->rank, c, peer >= 0 ? "; with " : "", peer >= 0 ? describeRank(comm, peer).c_str() : "");
+      }
+      return true;
+    }
+    return false;
+  }
+
   // A channel that waits on a rank whose process is gone will wait forever: fail its communicator. A
   // process of this machine is looked up by pid; one elsewhere is probed through its fault port once
   // its wait has lasted kProbeAfterNs (the network alone may never tell: UCX and libfabric over TCP
@@ -222,6 +250,9 @@ class Watchdog {
           comm->asyncError.load() != ncclSuccess)
         continue;
       HealthState& h = *comm->health;
+      // CUDA kernels stop a channel on their own (a timeout, an operation that cannot run) but return nothing to the
+      // host: their channel's status, in host-mapped memory, says so here, as the host executor says it at once.
+      if (comm->backend == plexusBackendCuda && kernelStopped(comm)) continue;
       for (int c = 0; c < comm->channels.count; c++) {
         const plexusDevChannel_v1_t& ch = comm->channels.live[c];
         const int peer = dev::loadRelaxed(&ch.waitPeer);

@@ -3,6 +3,7 @@
 #include <plexus/device/arch.h>
 #include <plexus/device/kernel.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "comm/communicator.h"
@@ -144,9 +145,14 @@ void Launcher::pollCompletions() {
   }
 }
 
-void Launcher::waitIdle() {
-  if (!haveLast_.load(std::memory_order_acquire)) return;
-  for (uint32_t iter = 0; rt_->eventQuery(orderEvent_) == ncclInProgress; iter++) dev::backoff(iter < 4096 ? iter : 4096);
+bool Launcher::waitIdle(double seconds) {
+  if (!haveLast_.load(std::memory_order_acquire)) return true;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds < 0 ? 1e9 : seconds);
+  for (uint32_t iter = 0; rt_->eventQuery(orderEvent_) == ncclInProgress; iter++) {
+    if ((iter & 255) == 255 && std::chrono::steady_clock::now() > end) return false;
+    dev::backoff(iter < 4096 ? iter : 4096);
+  }
+  return true;
 }
 
 ncclResult_t Launcher::markProduced(cudaStream_t stream) {
@@ -186,19 +192,6 @@ ncclResult_t Launcher::kernelOf(const plexusDevWork_v1_t& w, const void** functi
 }
 
 ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n) {
-  // CUDA: kernels and their functions belong to the communicator's device; the caller's current device comes back.
-  int caller = -1;
-  if (comm_->backend == plexusBackendCuda) {
-    if (rt_->currentDevice(&caller) != ncclSuccess || (caller != comm_->device && rt_->setCurrent(comm_->device) != ncclSuccess))
-      return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot make CUDA device %d current: %s", comm_->rank,
-                      comm_->device, rt_->lastError().c_str());
-  }
-  const ncclResult_t r = launchOnDevice(stream, works, n);
-  if (caller >= 0 && caller != comm_->device) rt_->setCurrent(caller);
-  return r;
-}
-
-ncclResult_t Launcher::launchOnDevice(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n) {
   pollCompletions();
   persistent_.reclaim();
   bool capturing = false;

@@ -73,13 +73,15 @@ class Launcher {
   ~Launcher();
   ncclResult_t init();
 
-  // Launches works [0, n) of the planner's, all for stream, as plans. On error nothing more of them is launched
+  // Launches works [0, n) of the planner's, all for stream, as plans (CUDA: with the communicator's device current,
+  // DeviceGuard). On error nothing more of them is launched
   // and the communicator's error says why.
   ncclResult_t launch(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n);
   // Advances the workFifo's consumed count past every launch whose completion event has fired.
   void pollCompletions();
-  // Waits until every launch so far has run (or failed); any thread.
-  void waitIdle();
+  // Waits until every launch so far has run (or failed), at most `seconds` (< 0: for ever); false when that time
+  // passed first. Any thread.
+  bool waitIdle(double seconds = -1);
   uint64_t launches() const { return launchSeq_; }
   // What the last launch used, for tests and reports.
   struct Last {
@@ -92,7 +94,6 @@ class Launcher {
   StoragePolicy policy() const { return policy_; }
 
  private:
-  ncclResult_t launchOnDevice(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n);
   ncclResult_t launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n, const void* function,
                           bool capturing, void* graph);
   ncclResult_t kernelOf(const plexusDevWork_v1_t& w, const void** function);

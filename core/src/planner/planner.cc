@@ -11,6 +11,7 @@
 #include "misc/check.h"
 #include "misc/env.h"
 #include "misc/rand.h"
+#include "device/runtime.h"
 #include "plugin/loader.h"
 #include "planner/launch.h"
 #include "transport/transport.h"
@@ -226,6 +227,9 @@ float plannerEstimate(ncclComm* comm, const Task& task) {
 }
 
 ncclResult_t planAndLaunch(ncclComm* comm) {
+  // Connections made on demand and the launches belong to the communicator's device.
+  DeviceGuard device(comm);
+  NCCLCHECK(device.result());
   // The two vectors trade places, so neither allocates once both have grown to the usual group size.
   std::vector<Task>& tasks = comm->plannedTasks;
   tasks.clear();

@@ -34,6 +34,9 @@ class NetApi {
   virtual ncclResult_t accept(void* listenComm, void** recvComm) = 0;
   virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) = 0;
   virtual ncclResult_t deregMr(void* comm, void* mhandle) = 0;
+  // Optional in every version (NULL in many plugins): ncclInvalidUsage where the plugin has none.
+  virtual ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                   void** mhandle) = 0;
   // Sizes above what an int-size plugin (v6..v8) takes are refused with ncclInvalidArgument; the
   // caller splits by maxP2pBytes/maxCollBytes, which the adapter sets to MAX_NET_SIZE for them.
   virtual ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;

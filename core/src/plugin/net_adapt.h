@@ -142,6 +142,11 @@ class NetAdapter final : public NetApi {
     return Traits::regMr(t_, comm, data, size, type, mhandle);
   }
   ncclResult_t deregMr(void* comm, void* mhandle) override { return t_->deregMr(comm, mhandle); }
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle) override {
+    if (!t_->regMrDmaBuf) return ncclInvalidUsage;
+    return t_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+  }
   ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) override {
     return Traits::isend(t_, sendComm, data, size, tag, mhandle, request);
   }

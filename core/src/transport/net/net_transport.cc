@@ -1,6 +1,7 @@
 #include "transport/net/net_transport.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "device/runtime.h"
 #include "misc/check.h"
 #include "misc/debug.h"
 #include "misc/env.h"
@@ -63,8 +65,15 @@ struct NetConn {
   int self = -1, peer = -1, channel = -1, dev = 0;
   int stepSize = 0;
   size_t buffBytes = 0;
-  char* buff = nullptr;  // PLEXUS_STEPS slots of stepSize bytes
-  Ctrl* ctrl = nullptr;
+  char* buff = nullptr;  // PLEXUS_STEPS slots of stepSize bytes, as the plugin is given them
+  Ctrl* ctrl = nullptr;  // as the proxy reads and writes them
+  // CUDA: the memory (host-mapped slots, or device slots the plugin reaches directly: GPUDirect), and what the
+  // kernel is given of it. Host backend: rt is null and the kernel uses buff and ctrl themselves.
+  DeviceRuntime* rt = nullptr;
+  DeviceMem buffMem, ctrlMem;
+  bool gdr = false;
+  char* kernelBuff = nullptr;
+  Ctrl* kernelCtrl = nullptr;
   void* mhandle = nullptr;
   void* listenComm = nullptr;
   void* comm = nullptr;  // sendComm or recvComm
@@ -163,6 +172,30 @@ ncclResult_t netCommFinalize(void* commCtx) {
   return ncclSuccess;
 }
 
+// CUDA (NCCL's NET path on GPUs): the control words in host-mapped memory, which the kernel and the proxy both
+// poll; the slots in device memory when the plugin reads and writes GPU memory itself (ptrSupport NCCL_PTR_CUDA or
+// NCCL_PTR_DMABUF; PLEXUS_NET_GDR=0 turns it off), else in host-mapped memory the kernel writes across the bus.
+ncclResult_t allocateCuda(NetConn* c) {
+  NCCLCHECK(deviceRuntime(plexusBackendCuda, &c->rt));
+  const int ptr = c->net->props[c->dev].ptrSupport;
+  c->gdr = (ptr & (NCCL_PTR_CUDA | NCCL_PTR_DMABUF)) && envInt("NET_GDR", 1) != 0;
+  if (c->rt->alloc(c->gdr ? MemKind::Device : MemKind::HostMapped, c->buffBytes, &c->buffMem) != ncclSuccess ||
+      c->rt->alloc(MemKind::HostMapped, sizeof(Ctrl), &c->ctrlMem) != ncclSuccess) {
+    WARN("net transport: rank %d: cannot allocate the connection with rank %d on the GPU (%zu bytes of %s memory): %s",
+         c->self, c->peer, c->buffBytes, c->gdr ? "device" : "host-mapped", c->rt->lastError().c_str());
+    return ncclUnhandledCudaError;
+  }
+  c->kernelBuff = (char*)c->buffMem.ptr;
+  c->buff = c->gdr ? c->kernelBuff : (char*)c->buffMem.host;
+  c->ctrl = new (c->ctrlMem.host) Ctrl{};
+  c->kernelCtrl = (Ctrl*)c->ctrlMem.ptr;
+  for (auto& f : c->ctrl->connFifo) f.size = PLEXUS_CONNFIFO_FREE;
+  INFO(NCCL_NET, "net transport: rank %d: connection %s rank %d on channel %d stages through %s memory%s", c->self,
+       c->isSend ? "to" : "from", c->peer, c->channel, c->gdr ? "device" : "host-mapped",
+       c->gdr ? " (GPUDirect: the plugin reads and writes GPU memory)" : "");
+  return ncclSuccess;
+}
+
 // Buffer and control words of one side.
 ncclResult_t allocate(NetConn* c, const plexusTransportSetup_v1_t* setup) {
   c->net = (NetComm*)setup->commCtx;
@@ -175,14 +208,15 @@ ncclResult_t allocate(NetConn* c, const plexusTransportSetup_v1_t* setup) {
   c->dev = (c->net->info.localRank + setup->channelId) % ndev;
   c->stepSize = setup->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   c->buffBytes = (size_t)c->stepSize * PLEXUS_STEPS;
+  if (setup->self->backend == plexusBackendCuda) return allocateCuda(c);
   void* mem = mmap(nullptr, c->buffBytes + sizeof(Ctrl), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     WARN("net transport: rank %d: cannot allocate %zu bytes for the connection with rank %d: %s", c->self,
          c->buffBytes, c->peer, strerror(errno));
     return ncclSystemError;
   }
-  c->buff = (char*)mem;
-  c->ctrl = new (c->buff + c->buffBytes) Ctrl{};
+  c->buff = c->kernelBuff = (char*)mem;
+  c->ctrl = c->kernelCtrl = new (c->buff + c->buffBytes) Ctrl{};
   for (auto& f : c->ctrl->connFifo) f.size = PLEXUS_CONNFIFO_FREE;
   return ncclSuccess;
 }
@@ -194,7 +228,12 @@ void release(NetConn* c) {
     if (c->comm) (c->isSend ? a->closeSend(c->comm) : a->closeRecv(c->comm));
     if (c->listenComm) a->closeListen(c->listenComm);
   }
-  if (c->buff) munmap(c->buff, c->buffBytes + sizeof(Ctrl));
+  if (c->rt) {
+    if (c->buffMem.ptr) c->rt->free(&c->buffMem);
+    if (c->ctrlMem.ptr) c->rt->free(&c->ctrlMem);
+  } else if (c->buff) {
+    munmap(c->buff, c->buffBytes + sizeof(Ctrl));
+  }
   delete c;
 }
 
@@ -240,20 +279,35 @@ ncclResult_t netSendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusC
 // The connector its kernel sees: the local slots and control words.
 void fillConn(const NetConn* c, plexusConnInfo_v1_t* conn) {
   memset(conn, 0, sizeof(*conn));
-  conn->buffs[PLEXUS_PROTO_SIMPLE] = c->buff;
-  conn->buffs[PLEXUS_PROTO_LL] = c->buff;  // LL lines travel in the Simple slots
+  conn->buffs[PLEXUS_PROTO_SIMPLE] = c->kernelBuff;
+  conn->buffs[PLEXUS_PROTO_LL] = c->kernelBuff;  // LL lines travel in the Simple slots
   conn->mhandles[PLEXUS_PROTO_SIMPLE] = c->mhandle;
-  conn->tail = &c->ctrl->tail;
-  conn->head = &c->ctrl->head;
-  conn->connFifo = c->ctrl->connFifo;
+  conn->tail = &c->kernelCtrl->tail;
+  conn->head = &c->kernelCtrl->head;
+  conn->connFifo = c->kernelCtrl->connFifo;
   conn->stepSize = c->stepSize;
   conn->flags = PLEXUS_CONN_LL_IN_SLOTS;
-  if (!c->isSend) conn->recvWanted = &c->ctrl->wanted;
+  if (!c->isSend) conn->recvWanted = &c->kernelCtrl->wanted;
 }
 
+// The slots, registered with the plugin: host memory, or GPU memory through a dmabuf where the plugin takes one
+// (regMrDmaBuf), else as NCCL_PTR_CUDA.
 ncclResult_t registerBuffer(NetConn* c) {
-  ncclResult_t r = c->plugin().api->regMr(c->comm, c->buff, c->buffBytes, NCCL_PTR_HOST, &c->mhandle);
-  return r == ncclSuccess ? r : fail(*c, r, "regMr of the connection's host buffer");
+  NetApi* api = c->plugin().api.get();
+  if (!c->gdr) {
+    ncclResult_t r = api->regMr(c->comm, c->buff, c->buffBytes, NCCL_PTR_HOST, &c->mhandle);
+    return r == ncclSuccess ? r : fail(*c, r, "regMr of the connection's host buffer");
+  }
+  int fd = -1;
+  uint64_t offset = 0;
+  if ((c->net->props[c->dev].ptrSupport & NCCL_PTR_DMABUF) && c->rt->exportDmabuf(c->buffMem, &fd, &offset) == ncclSuccess) {
+    ncclResult_t r = api->regMrDmaBuf(c->comm, c->buff, c->buffBytes, NCCL_PTR_CUDA, offset, fd, &c->mhandle);
+    close(fd);
+    if (r == ncclSuccess) return r;
+    INFO(NCCL_NET, "net transport: regMrDmaBuf failed (%s); trying regMr with NCCL_PTR_CUDA", ncclGetErrorString(r));
+  }
+  ncclResult_t r = api->regMr(c->comm, c->buff, c->buffBytes, NCCL_PTR_CUDA, &c->mhandle);
+  return r == ncclSuccess ? r : fail(*c, r, "regMr of the connection's GPU buffer (NCCL_PTR_CUDA)");
 }
 
 ncclResult_t netSendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn) {
@@ -421,8 +475,9 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
       if (!done) break;
       if (size < 0 || size > c->stepSize)
         return failed(*c, ncclInternalError, "a receive reporting a bad size", error, errorLen);
-      // A plugin that asks for it (forceFlush) gets an iflush after each receive, before the kernel sees it.
-      if (c->net->props[c->dev].forceFlush && size > 0) {
+      // A plugin that asks for it (forceFlush) gets an iflush after each receive, before the kernel sees it; so does
+      // every receive into GPU memory (GPUDirect), whose writes the NIC may still hold when the request completes.
+      if ((c->net->props[c->dev].forceFlush || c->gdr) && size > 0) {
         c->flushing = kFlushPending;
         c->flushSize = size;
       }
@@ -480,6 +535,8 @@ const plexusTransport_v1_t netTransport = {
     netFinalize,
     netCommInit,
     netCommFinalize,
+    nullptr, /* p2pDescribe: messages between nodes cross the network, through the slots */
+    nullptr, /* p2pWrite */
 };
 
 }  // namespace plexus
