@@ -1,6 +1,6 @@
 // ncclMemAlloc / ncclMemFree, ncclCommRegister / ncclCommDeregister and ncclCommWindowRegister /
-// ncclCommWindowDeregister on the host backend. Allocations are memfd pages mapped MAP_SHARED and kept
-// in a process-wide table; registrations and windows are per-communicator records whose address is the
+// ncclCommWindowDeregister. Host backend allocations are memfd pages mapped MAP_SHARED and kept
+// in a process-wide table (CUDA's are device memory); registrations and windows are per-communicator records whose address is the
 // handle. No data path uses them yet: this is the bookkeeping (and the argument checks) a zero-copy
 // path will build on.
 #include "comm/memory.h"
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "device/runtime.h"
 #include "misc/check.h"
 
 // The opaque type behind ncclWindow_t: one registered window.
@@ -53,6 +54,11 @@ size_t pageSize() {
 std::mutex allocMutex;
 std::map<uintptr_t, MemAllocation>& allocations() {
   static auto* m = new std::map<uintptr_t, MemAllocation>();  // never destroyed: frees may run at exit
+  return *m;
+}
+// ncclMemAlloc on a thread whose communicators are CUDA's: device memory of its current device.
+std::map<uintptr_t, DeviceMem>& deviceAllocations() {
+  static auto* m = new std::map<uintptr_t, DeviceMem>();
   return *m;
 }
 
@@ -125,6 +131,24 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   const size_t page = pageSize();
   if (size > SIZE_MAX - page)
     return setError(nullptr, ncclInvalidArgument, "ncclMemAlloc: size %zu is too large", size);
+  // The memory of the backend a communicator made on this thread would get: on a GPU, the device's (NCCL's
+  // ncclMemAlloc is device memory, which the application passes to its collectives).
+  plexusBackend_t backend;
+  int device;
+  NCCLCHECK(chooseBackend(&backend, &device));
+  if (backend == plexusBackendCuda) {
+    DeviceRuntime* rt;
+    NCCLCHECK(deviceRuntime(backend, &rt));
+    DeviceMem mem;
+    if (rt->alloc(MemKind::Device, size, &mem) != ncclSuccess)
+      return setError(nullptr, ncclUnhandledCudaError, "ncclMemAlloc: cannot allocate %zu bytes on CUDA device %d: %s",
+                      size, device, rt->lastError().c_str());
+    std::lock_guard<std::mutex> lock(allocMutex);
+    deviceAllocations()[(uintptr_t)mem.ptr] = mem;
+    *ptr = mem.ptr;
+    INFO(NCCL_ALLOC, "ncclMemAlloc: %zu bytes at %p on CUDA device %d", size, mem.ptr, device);
+    return ncclSuccess;
+  }
   const size_t mapped = (size + page - 1) / page * page;
   int fd = memfd_create("plexus-ncclMemAlloc", MFD_CLOEXEC);
   if (fd < 0)
@@ -157,6 +181,13 @@ ncclResult_t ncclMemFree(void* ptr) {
   MemAllocation a;
   {
     std::lock_guard<std::mutex> lock(allocMutex);
+    auto d = deviceAllocations().find((uintptr_t)ptr);
+    if (d != deviceAllocations().end()) {
+      DeviceMem mem = d->second;
+      deviceAllocations().erase(d);
+      if (DeviceRuntime* rt = cudaRuntimeIfLoaded()) rt->free(&mem);
+      return ncclSuccess;
+    }
     auto it = allocations().find((uintptr_t)ptr);
     if (it == allocations().end())
       return setError(nullptr, ncclInvalidArgument,
