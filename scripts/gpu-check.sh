@@ -13,14 +13,15 @@
 # One line per part: PASS, FAIL or SKIP and why, with the seconds since the start; the summary is repeated at the end.
 # Exit status 1 if any part failed. Every phase runs under `timeout`; the whole stays within PLEXUS_GPU_CHECK_BUDGET
 # seconds (default 470): a phase that no longer fits is reported as SKIP. Logs go to $OUT when set (the device tool
-# brings them back), else to build-gpu/logs.
+# brings them back), else to <build>/logs. PLEXUS_GPU_CHECK_JOBS (16) sets the build's parallelism,
+# PLEXUS_GPU_CHECK_BUILD_DIR (build-gpu) the build folder.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 t0=$(date +%s)
 budget=${PLEXUS_GPU_CHECK_BUDGET:-470}
 jobs=${PLEXUS_GPU_CHECK_JOBS:-16}
-build=$root/build-gpu
+build=${PLEXUS_GPU_CHECK_BUILD_DIR:-$root/build-gpu}
 prefix=$build/prefix
 carry=$root/.gpu-carry
 logs=${OUT:-$build/logs}
@@ -68,7 +69,9 @@ cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
   cmake --version | head -1; ninja --version; python3 --version
   nproc; free -g | head -2; df -h . | tail -1
 } >"$logs/env.log" 2>&1
-say "machine: $(nvidia-smi -L 2>/dev/null | head -1 || echo 'no nvidia-smi'); nvcc $("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); $(nproc) cores"
+gpu=$(nvidia-smi -L 2>/dev/null | head -1)
+say "machine: ${gpu:-no GPU}; nvcc $("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'); $(nproc) cores"
+[[ -n $gpu ]] || verdict FAIL gpu "nvidia-smi lists no GPU: the GPU parts below will skip or fail"
 if [[ ! -d $carry/include ]]; then
   verdict FAIL setup ".gpu-carry/ is missing: run scripts/gpu-prepare.sh before the device call and pass carry: [\".gpu-carry\"]"
   exit 1
@@ -102,7 +105,7 @@ if ((rc)); then
   verdict FAIL build "install: $(why $rc) (build.log)"
   exit 1
 fi
-verdict PASS build "configured, built ${#targets[@]} targets with -j$jobs and installed to build-gpu/prefix"
+verdict PASS build "configured, built ${#targets[@]} targets with -j$jobs and installed to $prefix"
 
 # ---- 4a: nccl-tests build, in the background -----------------------------------------------------------------------
 nlog=$logs/nccl-tests.log
@@ -119,14 +122,16 @@ fi
 # ---- 2: ctest -L gpu -------------------------------------------------------------------------------------------------
 clog=$logs/ctest.log
 : >"$clog"
-phase "$clog" 240 ctest --test-dir "$build" -L gpu -j 4 --output-on-failure --timeout 600
+phase "$clog" 240 ctest --test-dir "$build" -L gpu -j 4 -V --timeout 600
 rc=$?
 counts=$(grep -E "tests passed|tests failed" "$clog" | tail -1)
-skipped=$(grep -cE "\*\*\*Skipped|Not Run" "$clog")
-if ((rc == 0)); then
-  verdict PASS "ctest -L gpu" "${counts:-?}; ${skipped} skipped $(grep -E 'Skipped' "$clog" | sed -E 's/.*(gpu\.[^ ]+).*/\1/' | tr '\n' ' ')"
+skipped=$(grep -cE "\*\*\*Skipped" "$clog")
+if ((rc == 0)) && [[ $counts == *"out of $skipped" ]]; then
+  verdict SKIP "ctest -L gpu" "every test skipped (no usable CUDA device): $(grep -m1 'SKIPPED:' "$clog")"
+elif ((rc == 0)); then
+  verdict PASS "ctest -L gpu" "${counts:-?}; ${skipped} skipped $(grep -E '^\s+[0-9]+ - gpu\..*\(Skipped\)' "$clog" | sed -E 's/.*(gpu\.[^ ]+).*/\1/' | tr '\n' ' ')"
 else
-  verdict FAIL "ctest -L gpu" "$(why $rc): ${counts:-no summary}; failed: $(grep -E '^\s+[0-9]+ - gpu\.' "$clog" | sed -E 's/.*(gpu\.[^ ]+).*/\1/' | tr '\n' ' ')(ctest.log)"
+  verdict FAIL "ctest -L gpu" "$(why $rc): ${counts:-no summary}; not passed: $(grep -E '^\s+[0-9]+ - gpu\.' "$clog" | grep -v '(Skipped)' | sed -E 's/.*(gpu\.[^ ]+ \([^)]*\)).*/\1/' | tr '\n' ' ')(ctest.log)"
 fi
 
 # ---- 3: plexus-perf on the GPU ----------------------------------------------------------------------------------------
@@ -183,7 +188,7 @@ else
   if [[ $st != 0 ]]; then
     verdict FAIL "nccl-tests build" "$(why "${st:-1}"): $(grep -E 'FAIL|error' "$nlog" | head -3 | tr '\n' ' ') (nccl-tests.log)"
   else
-    verdict PASS "nccl-tests build" "$(grep -E 'built in' "$nlog" | tail -1 | sed 's/test_nccl_tests: //'); every *_perf loads Plexus as libnccl.so.2"
+    verdict PASS "nccl-tests build" "$(grep -E 'built in' "$nlog" | tail -1 | sed 's/test_nccl_tests: //'); every *_perf resolves its NCCL to the install's Plexus"
     for bin in "$ntests"/nccl-tests/*_perf; do
       name=$(basename "$bin")
       part=$build/$name.log
@@ -194,7 +199,7 @@ else
       if ((rc == 0)) && grep -q "Out of bounds values : 0 OK" "$part"; then
         verdict PASS "$name" "$(grep 'Avg bus bandwidth' "$part" | sed 's/# *//')"
       else
-        verdict FAIL "$name" "$(why $rc); $(grep -m1 -E 'Out of bounds|error|failed' "$part") (nccl-tests.log)"
+        verdict FAIL "$name" "$(why $rc); $(grep -m1 -iE 'out of bounds|error|fail' "$part") (nccl-tests.log)"
       fi
     done
   fi

@@ -170,28 +170,30 @@ void devFree(void* p) {
   GT_CUDA(cudaFree(p));
 }
 
-void devMemset(void* p, int byte, size_t bytes) {
+void devMemset(void* p, int byte, size_t bytes, cudaStream_t s) {
   if (hostMode()) {
     std::memset(p, byte, bytes);
     return;
   }
-  GT_CUDA(cudaMemset(p, byte, bytes));
+  GT_CUDA(cudaMemsetAsync(p, byte, bytes, s));
 }
 
-void toDevice(void* dst, const void* src, size_t bytes) {
+void toDevice(void* dst, const void* src, size_t bytes, cudaStream_t s) {
   if (hostMode()) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  GT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory the call returns once src has been staged: the caller may reuse it at once.
+  GT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
 }
 
-void toHost(void* dst, const void* src, size_t bytes) {
+void toHost(void* dst, const void* src, size_t bytes, cudaStream_t s) {
   if (hostMode()) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  GT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  GT_CUDA(cudaStreamSynchronize(s));
 }
 
 void streamSync(cudaStream_t s) {

@@ -83,11 +83,15 @@ std::string envKnob(const char* name);
 // which checks the tests' own reference and bookkeeping without a GPU (ctest gpu_harness.*); never set for the gpu
 // label.
 bool hostMode();
+// Allocation and freeing may wait for the whole device (CUDA's implicit synchronisation): with ranks as threads,
+// call them only while no rank's collective is in flight (the tests put barriers around them).
 void* devAlloc(size_t bytes);
 void devFree(void* p);
-void devMemset(void* p, int byte, size_t bytes);
-void toDevice(void* dst, const void* src, size_t bytes);
-void toHost(void* dst, const void* src, size_t bytes);
+// Ordered on the rank's stream (so before the collective enqueued next on it), never on the legacy default stream,
+// which could wait for another rank's kernel that waits for this rank. toHost returns once the bytes are there.
+void devMemset(void* p, int byte, size_t bytes, cudaStream_t s);
+void toDevice(void* dst, const void* src, size_t bytes, cudaStream_t s);
+void toHost(void* dst, const void* src, size_t bytes, cudaStream_t s);
 void streamSync(cudaStream_t s);
 
 // ---- Launch: ranks as one thread's group, as threads, as processes ----------------------------------------------

@@ -41,15 +41,14 @@ bool allReduceOk(std::vector<ncclComm_t>& comms, std::vector<cudaStream_t>& stre
   std::vector<float> host(kCount);
   for (int r : ranks) {
     for (size_t i = 0; i < kCount; ++i) host[i] = float(i % 100 + r);
-    GT_CUDA(cudaMemcpy(bufs[r], host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice));
+    toDevice(bufs[r], host.data(), kCount * sizeof(float), streams[r]);
   }
   GT_NCCL(nullptr, ncclGroupStart());
   for (int r : ranks) GT_NCCL(comms[r], ncclAllReduce(bufs[r], bufs[r], kCount, ncclFloat32, ncclSum, comms[r], streams[r]));
   GT_NCCL(nullptr, ncclGroupEnd());
   bool ok = true;
   for (int r : ranks) {
-    GT_CUDA(cudaStreamSynchronize(streams[r]));
-    GT_CUDA(cudaMemcpy(host.data(), bufs[r], kCount * sizeof(float), cudaMemcpyDeviceToHost));
+    toHost(host.data(), bufs[r], kCount * sizeof(float), streams[r]);
     for (size_t i = 0; i < kCount; ++i)
       if (host[i] != float(n * (i % 100)) + float(n * (n - 1) / 2)) {
         fail("rank %d: AllReduce element %zu is %g, expected %g", r, i, host[i],
@@ -147,9 +146,8 @@ int testAbort(int, char**) {
     cudaStream_t s;
     GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     launchFill(s, bufs[0], kCount, 0, 1);
-    GT_CUDA(cudaStreamSynchronize(s));
     float v = 0;
-    GT_CUDA(cudaMemcpy(&v, bufs[0] + 7, sizeof v, cudaMemcpyDeviceToHost));
+    toHost(&v, bufs[0] + 7, sizeof v, s);
     GT_CHECK(v == 8.0f, "our kernel after the abort wrote %g, expected 8", v);
     GT_CUDA(cudaStreamDestroy(s));
   }

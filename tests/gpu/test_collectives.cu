@@ -257,7 +257,9 @@ class Runner {
 
   void run() {
     allocate();
+    d_.barrier();  // no rank allocates while another's collective waits for it
     for (size_t i = 0; i < cases_.size(); ++i) runCase(cases_[i]);
+    d_.barrier();
     release();
     if (d_.printer()) report();
   }
@@ -335,13 +337,13 @@ class Runner {
     for (size_t i = 0; i < l.send; ++i) in.store(r.rank, i, &b.hostIn[i * ts]);
     if (k.inPlace) {
       char* base = bufs_[li].recv + (k.misalign ? ts : 0);
-      devMemset(base, 0xFF, (l.region + kGuard) * ts);
+      devMemset(base, 0xFF, (l.region + kGuard) * ts, r.stream);
     } else {
-      devMemset(recv, 0xFF, (l.recv + kGuard) * ts);
+      devMemset(recv, 0xFF, (l.recv + kGuard) * ts, r.stream);
     }
     // Ranks that send nothing (Broadcast's and Scatter's non-roots) still get their input written: the library must
     // not take it.
-    if (l.send) toDevice(send, b.hostIn.data(), l.send * ts);
+    if (l.send) toDevice(send, b.hostIn.data(), l.send * ts, r.stream);
   }
 
   ncclResult_t issue(const Case& k, size_t li, ncclRedOp_t op) {
@@ -407,7 +409,7 @@ class Runner {
       void* scalar = hs;
       ncclScalarResidence_t where = ncclScalarHostImmediate;
       if (k.op == Op::PreMulDevice) {
-        toDevice(bufs_[li].scalar, hs, ti.size);
+        toDevice(bufs_[li].scalar, hs, ti.size, r.stream);
         scalar = bufs_[li].scalar;
         where = ncclScalarDevice;
       }
@@ -482,7 +484,7 @@ class Runner {
     if (l.receives) {
       // The result plus the guard after it (in place: after the whole shared buffer).
       const size_t span = k.inPlace ? l.region - l.recvOff + kGuard : l.recv + kGuard;
-      toHost(b.hostOut.data(), recv, span * ts);
+      toHost(b.hostOut.data(), recv, span * ts, r.stream);
       // Large results are compared by several threads, each keeping its first mismatches for the report.
       struct Part {
         long wrong = 0;
@@ -537,7 +539,7 @@ class Runner {
     if (wrong > 3) fail("%s: rank %d: %ld wrong elements of %zu in all", what.c_str(), r.rank, wrong, l.recv);
     // Out of place, the send buffer must come back unchanged (large buffers skipped: time).
     if (!k.inPlace && l.send && l.send * ts <= (8u << 20)) {
-      toHost(b.hostOut.data(), send, l.send * ts);
+      toHost(b.hostOut.data(), send, l.send * ts, r.stream);
       if (std::memcmp(b.hostOut.data(), b.hostIn.data(), l.send * ts) != 0) {
         fail("%s: rank %d: the send buffer changed", what.c_str(), r.rank);
         ok = false;

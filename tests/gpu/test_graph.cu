@@ -85,14 +85,14 @@ void body(Driver& d) {
     for (size_t li = 0; li < d.ranks.size(); ++li) {
       const int rank = d.ranks[li].rank;
       auto x = [&](int r, size_t i) { return inputAt(r, it, i) * 2 + 1; };
-      GT_CUDA(cudaMemcpy(out.data(), st[li].sum, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+      toHost(out.data(), st[li].sum, kCount * sizeof(float), d.ranks[li].stream);
       for (size_t i = 0; i < kCount; ++i) {
         float want = 0;
         for (int r = 0; r < n; ++r) want += x(r, i);
         if (out[i] != want && wrong++ < 2)
           fail("replay %d rank %d: AllReduce element %zu is %g, expected %g", it, rank, i, out[i], want);
       }
-      GT_CUDA(cudaMemcpy(out.data(), st[li].after, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+      toHost(out.data(), st[li].after, kCount * sizeof(float), d.ranks[li].stream);
       for (size_t i = 0; i < kCount; ++i) {
         float want = 0;
         for (int r = 0; r < n; ++r) want += x(r, i);
@@ -100,16 +100,16 @@ void body(Driver& d) {
           fail("replay %d rank %d: our kernel after the collectives read %g at %zu, expected %g", it, rank,
                (out[i] - 1) / 2, i, want);
       }
-      GT_CUDA(cudaMemcpy(out.data(), st[li].bcast, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+      toHost(out.data(), st[li].bcast, kCount * sizeof(float), d.ranks[li].stream);
       for (size_t i = 0; i < kCount; ++i)
         if (out[i] != x(root, i) && wrong++ < 2)
           fail("replay %d rank %d: Broadcast element %zu is %g, expected %g", it, rank, i, out[i], x(root, i));
-      GT_CUDA(cudaMemcpy(out.data(), st[li].gathered, n * kCount * sizeof(float), cudaMemcpyDeviceToHost));
+      toHost(out.data(), st[li].gathered, n * kCount * sizeof(float), d.ranks[li].stream);
       for (size_t j = 0; j < n * kCount; ++j)
         if (out[j] != x(int(j / kCount), j % kCount) && wrong++ < 2)
           fail("replay %d rank %d: AllGather element %zu is %g, expected %g", it, rank, j, out[j],
                x(int(j / kCount), j % kCount));
-      GT_CUDA(cudaMemcpy(out.data(), st[li].scattered, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+      toHost(out.data(), st[li].scattered, kCount * sizeof(float), d.ranks[li].stream);
       for (size_t i = 0; i < kCount; ++i) {
         const float want = x(rank, i);  // block `rank` of every rank's gathered buffer holds the same values
         if (out[i] != want && wrong++ < 2)

@@ -28,7 +28,7 @@ void allReduceAll(std::vector<ncclComm_t>& comms, const std::vector<int>& devs, 
     GT_CUDA(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
     GT_CUDA(cudaMalloc(&bufs[r], count * sizeof(float)));
     for (size_t i = 0; i < count; ++i) host[i] = float((i + r) % 50);
-    GT_CUDA(cudaMemcpy(bufs[r], host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    toDevice(bufs[r], host.data(), count * sizeof(float), streams[r]);
   }
   GT_NCCL(nullptr, ncclGroupStart());
   for (int r = 0; r < n; ++r)
@@ -36,8 +36,7 @@ void allReduceAll(std::vector<ncclComm_t>& comms, const std::vector<int>& devs, 
   GT_NCCL(nullptr, ncclGroupEnd());
   for (int r = 0; r < n; ++r) {
     GT_CUDA(cudaSetDevice(devs[r]));
-    GT_CUDA(cudaStreamSynchronize(streams[r]));
-    GT_CUDA(cudaMemcpy(host.data(), bufs[r], count * sizeof(float), cudaMemcpyDeviceToHost));
+    toHost(host.data(), bufs[r], count * sizeof(float), streams[r]);
     long wrong = 0;
     for (size_t i = 0; i < count; ++i) {
       float want = 0;

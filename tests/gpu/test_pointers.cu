@@ -73,12 +73,11 @@ void cudaComm() {
   }
   GT_CUDA(cudaStreamSynchronize(s));
   // Nothing ran, and the communicator still works on device memory.
-  GT_CUDA(cudaMemcpy(dev, host, kCount * sizeof(float), cudaMemcpyHostToDevice));
-  GT_CUDA(cudaMemset(dev + kCount, 0xFF, kCount * sizeof(float)));
+  toDevice(dev, host, kCount * sizeof(float), s);
+  devMemset(dev + kCount, 0xFF, kCount * sizeof(float), s);
   GT_NCCL(comm, ncclAllReduce(dev, dev + kCount, kCount, ncclFloat32, ncclSum, comm, s));
-  GT_CUDA(cudaStreamSynchronize(s));
   std::vector<float> out(kCount);
-  GT_CUDA(cudaMemcpy(out.data(), dev + kCount, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+  toHost(out.data(), dev + kCount, kCount * sizeof(float), s);
   long wrong = 0;
   for (size_t i = 0; i < kCount; ++i) wrong += out[i] != float(i);
   GT_CHECK(wrong == 0, "%ld wrong elements of a valid AllReduce after the refused calls", wrong);

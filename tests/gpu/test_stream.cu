@@ -31,7 +31,7 @@ void body(Driver& d) {
     GT_CUDA(cudaMalloc(&s.reduced, kCount * sizeof(float)));
     GT_CUDA(cudaMalloc(&s.bcast, kCount * sizeof(float)));
     GT_CUDA(cudaMalloc(&s.after, kCount * sizeof(float)));
-    GT_CUDA(cudaMemset(s.in, 0xFF, kCount * sizeof(float)));  // NaN until the fill kernel runs
+    GT_CUDA(cudaMemsetAsync(s.in, 0xFF, kCount * sizeof(float), d.ranks[li].stream));  // NaN until the fill kernel
     GT_CUDA(cudaHostAlloc(&s.gate, 2 * sizeof(int), cudaHostAllocMapped));
     s.gate[0] = s.gate[1] = 0;
     GT_CUDA(cudaEventCreateWithFlags(&s.before, cudaEventDisableTiming));
@@ -109,9 +109,9 @@ void body(Driver& d) {
   const float rankSum = float(n * (n + 1) / 2);
   for (size_t li = 0; li < d.ranks.size(); ++li) {
     const Rank& r = d.ranks[li];
-    GT_CUDA(cudaMemcpy(reduced.data(), st[li].reduced, kCount * sizeof(float), cudaMemcpyDeviceToHost));
-    GT_CUDA(cudaMemcpy(bcast.data(), st[li].bcast, kCount * sizeof(float), cudaMemcpyDeviceToHost));
-    GT_CUDA(cudaMemcpy(after.data(), st[li].after, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+    toHost(reduced.data(), st[li].reduced, kCount * sizeof(float), r.stream);
+    toHost(bcast.data(), st[li].bcast, kCount * sizeof(float), r.stream);
+    toHost(after.data(), st[li].after, kCount * sizeof(float), r.stream);
     long wrongR = 0, wrongB = 0, wrongA = 0;
     for (size_t i = 0; i < kCount; ++i) {
       const float base = float(i % 1000);
@@ -134,7 +134,7 @@ void body(Driver& d) {
     GT_CUDA(cudaMemsetAsync(st[0].reduced, 0xFF, kCount * sizeof(float), cudaStreamPerThread));
     GT_NCCL(r.comm, ncclAllReduce(st[0].in, st[0].reduced, kCount, ncclFloat32, ncclSum, r.comm, cudaStreamPerThread));
     GT_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
-    GT_CUDA(cudaMemcpy(reduced.data(), st[0].reduced, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+    toHost(reduced.data(), st[0].reduced, kCount * sizeof(float), cudaStreamPerThread);
     long wrong = 0;
     for (size_t i = 0; i < kCount; ++i)
       wrong += reduced[i] != float(i % 1000) * rankSum + float(n) * seed;

@@ -119,6 +119,7 @@ void* DeviceMem::alloc(size_t bytes) const {
   cu::CUdeviceptr p = 0;
   CU_OK(d, memAlloc, (&p, bytes));
   CU_OK(d, memsetD8, (p, 0, bytes));
+  CU_OK(d, streamSynchronize, (nullptr));  // the zeroing (legacy stream) is done before any stream uses it
   return reinterpret_cast<void*>(p);
 }
 
@@ -129,34 +130,37 @@ void DeviceMem::free(void* p) const {
   CU_OK(drv(), memFree, (reinterpret_cast<cu::CUdeviceptr>(p)));
 }
 
-void DeviceMem::memset(void* dst, int byte, size_t bytes) const {
+void DeviceMem::memset(void* dst, int byte, size_t bytes, cudaStream_t s) const {
   if (!bytes) return;
   if (!cuda) {
     std::memset(dst, byte, bytes);
     return;
   }
   makeCurrent();
-  CU_OK(drv(), memsetD8, (reinterpret_cast<cu::CUdeviceptr>(dst), static_cast<unsigned char>(byte), bytes));
+  CU_OK(drv(), memsetD8Async, (reinterpret_cast<cu::CUdeviceptr>(dst), static_cast<unsigned char>(byte), bytes, s));
 }
 
-void DeviceMem::toDevice(void* dst, const void* src, size_t bytes) const {
+void DeviceMem::toDevice(void* dst, const void* src, size_t bytes, cudaStream_t s) const {
   if (!bytes) return;
   if (!cuda) {
     std::memcpy(dst, src, bytes);
     return;
   }
   makeCurrent();
-  CU_OK(drv(), memcpyHtoD, (reinterpret_cast<cu::CUdeviceptr>(dst), src, bytes));
+  // From pageable memory the copy is staged before the call returns: src may be reused at once.
+  CU_OK(drv(), memcpyHtoDAsync, (reinterpret_cast<cu::CUdeviceptr>(dst), src, bytes, s));
 }
 
-void DeviceMem::toHost(void* dst, const void* src, size_t bytes) const {
+void DeviceMem::toHost(void* dst, const void* src, size_t bytes, cudaStream_t s) const {
   if (!bytes) return;
   if (!cuda) {
     std::memcpy(dst, src, bytes);
     return;
   }
   makeCurrent();
-  CU_OK(drv(), memcpyDtoH, (dst, reinterpret_cast<cu::CUdeviceptr>(src), bytes));
+  const cu::Driver* d = drv();
+  CU_OK(d, memcpyDtoHAsync, (dst, reinterpret_cast<cu::CUdeviceptr>(src), bytes, s));
+  CU_OK(d, streamSynchronize, (s));
 }
 
 cudaStream_t DeviceMem::createStream() const {

@@ -28,9 +28,12 @@ struct DeviceMem {
   void makeCurrent() const;
   void* alloc(size_t bytes) const;  // zeroed
   void free(void* p) const;
-  void memset(void* dst, int byte, size_t bytes) const;
-  void toDevice(void* dst, const void* src, size_t bytes) const;
-  void toHost(void* dst, const void* src, size_t bytes) const;
+  // CUDA: enqueued on the rank's stream s, so ordered before the collectives enqueued after them (the legacy default
+  // stream does not order work against the non-blocking streams plexus-perf uses); toHost returns once the bytes
+  // are there. Host: plain memset/memcpy (s unused).
+  void memset(void* dst, int byte, size_t bytes, cudaStream_t s) const;
+  void toDevice(void* dst, const void* src, size_t bytes, cudaStream_t s) const;
+  void toHost(void* dst, const void* src, size_t bytes, cudaStream_t s) const;
   cudaStream_t createStream() const;
   void destroyStream(cudaStream_t s) const;
   // Waits for everything on the stream; returns false with *error set if it failed.

@@ -295,8 +295,8 @@ void initRanks(ThreadCtx& t) {
       const size_t bytes = std::max<size_t>(gW.allocBytes, 1);
       NCCL_OK(r.comm, ncclMemAlloc, ((void**)&r.send, bytes));
       NCCL_OK(r.comm, ncclMemAlloc, ((void**)&r.recv, bytes));
-      r.mem.memset(r.send, 0, bytes);
-      r.mem.memset(r.recv, 0, bytes);
+      r.mem.memset(r.send, 0, bytes, r.stream);
+      r.mem.memset(r.recv, 0, bytes, r.stream);
       if (gW.opt.localRegister == 1) {
         NCCL_OK(r.comm, ncclCommRegister, (r.comm, r.send, bytes, &r.sendReg));
         NCCL_OK(r.comm, ncclCommRegister, (r.comm, r.recv, bytes, &r.recvReg));
@@ -392,12 +392,12 @@ void initData(ThreadCtx& t, const SizeSetup& s, const Pattern& p, bool inPlace, 
     const size_t recvOff = inPlace ? s.c.recvInplaceOffset * r.rank : 0;
     const size_t used = inPlace ? std::max(sendOff + s.c.send, recvOff + s.c.recv) : s.c.recv;
     char* input = inPlace ? r.recv + sendOff * s.ts : r.send;
-    r.mem.memset(r.recv, 0xFF, used * s.ts);
+    r.mem.memset(r.recv, 0xFF, used * s.ts, r.stream);
     if (!r.mem.cuda) {
       fillPattern(input, type, p, r.rank, s.c.send);
     } else {
       fillPattern(r.stage, type, p, r.rank, s.c.send);
-      r.mem.toDevice(input, r.stage, s.c.send * s.ts);
+      r.mem.toDevice(input, r.stage, s.c.send * s.ts, r.stream);
     }
   }
 }
@@ -410,7 +410,7 @@ int64_t checkData(ThreadCtx& t, const SizeSetup& s, const Pattern& p, ncclDataTy
     if (gW.coll->rootOnly && r.rank != root) continue;
     const char* data = inPlace ? r.recv + s.c.recvInplaceOffset * s.ts * r.rank : r.recv;
     if (r.mem.cuda) {
-      r.mem.toHost(r.stage, data, s.c.recv * s.ts);
+      r.mem.toHost(r.stage, data, s.c.recv * s.ts, r.stream);
       data = r.stage;
     }
     wrong += countWrong(data, s.c.recv, ctx, r.rank, gW.coll->expect);
