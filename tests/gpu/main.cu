@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     const char* args;
   };
   const Entry tests[] = {
-      {"collectives", gt::testCollectives, "<group|threads|procs> <nranks> [full|medium|proto|small]"},
+      {"collectives", gt::testCollectives, "<group|threads|procs> <nranks> [full|medium|proto|procs|quick|small|host]"},
       {"stream", gt::testStream, "<group|threads|procs> <nranks>"},
       {"graph", gt::testGraph, "<group|threads|procs> <nranks>"},
       {"abort", gt::testAbort, ""},

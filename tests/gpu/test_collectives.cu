@@ -136,7 +136,9 @@ constexpr size_t kCheckThreads = 4;  // threads comparing a result of a million 
 
 struct Profile {
   std::vector<Coll> colls;
-  std::vector<size_t> typeOpSizes;     // every type x op
+  std::vector<size_t> typeOpSizes;     // every type x op (or those below)
+  std::vector<ncclDataType_t> types;   // empty: all 12
+  std::vector<Op> ops;                 // empty: all
   std::vector<size_t> edgeSizes;       // a few types, sum
   std::vector<size_t> boundaryBytes;   // +-1 element around each, a few types, sum
   std::vector<ncclDataType_t> boundaryTypes;
@@ -169,6 +171,16 @@ Profile makeProfile(const std::string& name, bool forced) {
     p.boundaryTypes = {ncclInt8, ncclFloat32};
     p.largeBytes = 16u << 20;
     p.largeColls = {Coll::AllReduce};
+  } else if (name == "procs") {
+    // Ranks as processes share the GPU by time slices (no MPS): fewer, smaller cases.
+    p.typeOpSizes = {97};
+    p.edgeSizes = {0};
+    p.largeBytes = 8u << 20;
+    p.largeColls = {Coll::AllReduce};
+  } else if (name == "quick") {
+    p.typeOpSizes = {1, 4099};
+    p.types = {ncclFloat32, ncclInt8, ncclBfloat16};
+    p.ops = {Op::Sum, Op::Avg, Op::PreMulDevice};
   } else if (name == "small") {
     p.typeOpSizes = {1, 97};
     p.edgeSizes = {0};
@@ -179,7 +191,7 @@ Profile makeProfile(const std::string& name, bool forced) {
     p.boundaryBytes = {4096};
     p.boundaryTypes = {ncclInt8, ncclFloat64};
   } else {
-    fatal("unknown profile '%s' (full, medium, proto, small, host)", name.c_str());
+    fatal("unknown profile '%s' (full, medium, proto, procs, quick, small, host)", name.c_str());
   }
   return p;
 }
@@ -195,11 +207,14 @@ std::vector<Case> makeCases(const Profile& p, int n) {
   };
   for (Coll c : p.colls) {
     const CollInfo& ci = info(c);
-    const std::vector<Op> ops = ci.reduces ? allOps() : std::vector<Op>{Op::Sum};
+    const std::vector<Op> ops = !ci.reduces ? std::vector<Op>{Op::Sum} : p.ops.empty() ? allOps() : p.ops;
+    std::vector<ncclDataType_t> types = p.types;
+    if (types.empty())
+      for (const TypeInfo& t : allTypes()) types.push_back(t.type);
     for (size_t count : p.typeOpSizes)
-      for (const TypeInfo& t : allTypes())
+      for (ncclDataType_t t : types)
         for (Op op : ops)
-          for (bool inPlace : {false, true}) add(c, t.type, op, count, inPlace, false);
+          for (bool inPlace : {false, true}) add(c, t, op, count, inPlace, false);
     for (size_t count : p.edgeSizes)
       for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclFloat16, ncclUint64})
         for (bool inPlace : {false, true}) add(c, t, Op::Sum, count, inPlace, count == 3);
@@ -561,7 +576,7 @@ class Runner {
 }  // namespace
 
 int testCollectives(int argc, char** argv) {
-  if (argc < 3) fatal("usage: collectives <group|threads|procs> <nranks> [full|medium|proto|small]");
+  if (argc < 3) fatal("usage: collectives <group|threads|procs> <nranks> [full|medium|proto|procs|quick|small|host]");
   const Mode mode = parseMode(argv[1]);
   const int n = std::atoi(argv[2]);
   const std::string profileName = argc > 3 ? argv[3] : "full";
