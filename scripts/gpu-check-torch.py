@@ -53,8 +53,10 @@ def worker():
     torch.cuda.synchronize()
     maps = sorted({line.split()[-1] for line in open("/proc/self/maps")
                    if "libnccl" in line or "libplexus" in line})
+    version = torch.cuda.nccl.version()  # a tuple in recent torch, an int in old ones
     report = {"rank": rank, "world": world, "problems": problems, "maps": maps,
-              "torch_nccl_version": list(torch.cuda.nccl.version()), "torch": torch.__version__}
+              "torch_nccl_version": list(version) if isinstance(version, tuple) else [version],
+              "torch": torch.__version__}
     dist.destroy_process_group()
     print("WORKER " + json.dumps(report), flush=True)
 
