@@ -1,4 +1,5 @@
-// plexus-perf: an nccl-tests compatible benchmark for Plexus collectives on the host backend.
+// plexus-perf: an nccl-tests compatible benchmark for Plexus collectives, on the CUDA backend (device buffers, CUDA
+// streams) where a CUDA device is present and on the host backend (host buffers, host streams) elsewhere.
 //
 // Ranks run as threads (-t), several host devices per thread (-g), and/or as processes started by
 // mpirun or by any launcher that sets PLEXUS_RANK/PLEXUS_NRANKS (or RANK/WORLD_SIZE) plus NCCL_COMM_ID.
@@ -24,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "device.h"
 #include "perf.h"
 
 namespace perf {
@@ -40,6 +42,9 @@ struct World {
   int perProc = 1;  // ranks per process: nThreads * nGpus
   int nRanks = 1;
   int devBase = 0;  // first host device of this process
+  bool cuda = false;  // the communicators are on the CUDA backend (cudaPlanned)
+  std::string backendWhy;
+  int cudaDevices = 0;
   ncclUniqueId id{};
   std::vector<size_t> sizes;
   size_t allocBytes = 0;
@@ -123,7 +128,9 @@ int envInt(const char* name, const char* value, int lo, int hi) {
 
 struct RankCtx {
   int rank = 0;
-  int device = 0;
+  int device = 0;  // host device index (the CUDA device is mem.device)
+  DeviceMem mem;   // where buffers and stream live
+  char* stage = nullptr;  // CUDA: host copy of inputs and results for -c
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   char* send = nullptr;
@@ -147,13 +154,7 @@ struct SizeSetup {
   size_t ts = 0;
 };
 
-char* allocBuffer(size_t bytes) {
-  bytes = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
-  char* p = static_cast<char*>(std::aligned_alloc(4096, bytes));
-  if (!p) fatal(1, "out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes);  // defined contents, and page faults stay out of the timed loop
-  return p;
-}
+char* allocBuffer(const RankCtx& r, size_t bytes) { return static_cast<char*>(r.mem.alloc(bytes)); }
 
 // ---- Synchronisation across ranks ----------------------------------------------------------------
 
@@ -188,8 +189,23 @@ T reduceAll(int tid, T v, int mode) {
 void complete(ThreadCtx& t) {
   const bool first = !gW.collectiveRan.load(std::memory_order_relaxed);
   for (RankCtx& r : t.ranks) {
-    ncclResult_t res = plexusStreamSynchronize(r.stream);
-    if (res != ncclSuccess) die("plexusStreamSynchronize", res, r.comm, first);
+    if (!r.mem.cuda) {
+      ncclResult_t res = plexusStreamSynchronize(r.stream);
+      if (res != ncclSuccess) die("plexusStreamSynchronize", res, r.comm, first);
+      continue;
+    }
+    std::string error;
+    const bool ok = r.mem.synchronize(r.stream, &error);
+    // A CUDA stream reports a failed kernel only as a CUDA error: the communicator says what went wrong.
+    ncclResult_t async = ncclSuccess;
+    NCCL_OK(r.comm, ncclCommGetAsyncError, (r.comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress) die("asynchronous operation", async, r.comm, first);
+    if (!ok) {
+      gDieMutex.lock();
+      std::fprintf(stderr, "plexus-perf: rank %d: %s\n", r.rank, error.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
   }
 }
 
@@ -222,39 +238,65 @@ void setDevice(int dev) {
   if (res != ncclSuccess) die("plexusSetDevice", res, nullptr);
 }
 
+// Makes the rank's device current before a communicator is made on it: the CUDA device's context for the CUDA
+// backend (the library takes the thread's current CUDA device, as NCCL does), plexusSetDevice for the host backend.
+void useDevice(const RankCtx& r) {
+  if (r.mem.cuda)
+    r.mem.makeCurrent();
+  else
+    setDevice(r.device);
+}
+
 void initRanks(ThreadCtx& t) {
   const int g = gW.opt.nGpus;
   t.ranks.resize(g);
   for (int i = 0; i < g; ++i) {
-    t.ranks[i].rank = gW.proc * gW.perProc + t.tid * g + i;
-    t.ranks[i].device = gW.devBase + t.tid * g + i;
+    RankCtx& r = t.ranks[i];
+    r.rank = gW.proc * gW.perProc + t.tid * g + i;
+    r.device = gW.devBase + t.tid * g + i;
+    r.mem.cuda = gW.cuda;
+    if (gW.cuda) r.mem.device = gW.opt.cudaDevice >= 0 ? gW.opt.cudaDevice : r.device % gW.cudaDevices;
   }
-  if (gW.nProcs == 1 && gW.opt.nThreads == 1 && g > 1) {
+  // ncclCommInitAll takes distinct devices; several ranks on one CUDA device come from ncclCommInitRank.
+  bool distinct = true;
+  for (int i = 0; i < g; ++i)
+    for (int j = 0; j < i; ++j) distinct &= !gW.cuda || t.ranks[i].mem.device != t.ranks[j].mem.device;
+  if (gW.nProcs == 1 && gW.opt.nThreads == 1 && g > 1 && distinct) {
     // One thread drives every rank of the job: the single-process API, as nccl-tests uses.
     std::vector<int> devs(g);
     std::vector<ncclComm_t> comms(g);
-    for (int i = 0; i < g; ++i) devs[i] = t.ranks[i].device;
+    for (int i = 0; i < g; ++i) devs[i] = gW.cuda ? t.ranks[i].mem.device : t.ranks[i].device;
+    if (gW.cuda) useDevice(t.ranks[0]);
     NCCL_OK(nullptr, ncclCommInitAll, (comms.data(), g, devs.data()));
     for (int i = 0; i < g; ++i) t.ranks[i].comm = comms[i];
   } else {
     // Several ranks per thread must be initialised inside a group: each init waits for all peers.
     if (g > 1) NCCL_OK(nullptr, ncclGroupStart, ());
     for (RankCtx& r : t.ranks) {
-      setDevice(r.device);
+      useDevice(r);
       NCCL_OK(nullptr, ncclCommInitRank, (&r.comm, gW.nRanks, gW.id, r.rank));
     }
     if (g > 1) NCCL_OK(nullptr, ncclGroupEnd, ());
   }
   for (RankCtx& r : t.ranks) {
-    setDevice(r.device);
-    NCCL_OK(r.comm, plexusStreamCreate, (&r.stream));
+    plexusBackend_t backend = plexusBackendHost;
+    NCCL_OK(r.comm, plexusCommGetBackend, (r.comm, &backend));
+    if ((backend == plexusBackendCuda) != gW.cuda)
+      fatal(1, "rank " + std::to_string(r.rank) + ": the communicator is on the " +
+                   (backend == plexusBackendCuda ? "CUDA" : "host") + " backend, but plexus-perf prepared the " +
+                   (gW.cuda ? "CUDA" : "host") + " backend (" + gW.backendWhy + ")");
+    useDevice(r);
+    if (r.mem.cuda)
+      r.stream = r.mem.createStream();
+    else
+      NCCL_OK(r.comm, plexusStreamCreate, (&r.stream));
     if (gW.opt.localRegister) {
       // nccl-tests' -R: buffers the library can share with peers, registered with the communicator.
       const size_t bytes = std::max<size_t>(gW.allocBytes, 1);
       NCCL_OK(r.comm, ncclMemAlloc, ((void**)&r.send, bytes));
       NCCL_OK(r.comm, ncclMemAlloc, ((void**)&r.recv, bytes));
-      std::memset(r.send, 0, bytes);
-      std::memset(r.recv, 0, bytes);
+      r.mem.memset(r.send, 0, bytes, r.stream);
+      r.mem.memset(r.recv, 0, bytes, r.stream);
       if (gW.opt.localRegister == 1) {
         NCCL_OK(r.comm, ncclCommRegister, (r.comm, r.send, bytes, &r.sendReg));
         NCCL_OK(r.comm, ncclCommRegister, (r.comm, r.recv, bytes, &r.recvReg));
@@ -265,12 +307,13 @@ void initRanks(ThreadCtx& t) {
                 (r.comm, r.recv, bytes, (ncclWindow_t*)&r.recvReg, NCCL_WIN_COLL_SYMMETRIC));
       }
     } else {
-      r.send = allocBuffer(gW.allocBytes);
-      r.recv = allocBuffer(gW.allocBytes);
+      r.send = allocBuffer(r, gW.allocBytes);
+      r.recv = allocBuffer(r, gW.allocBytes);
     }
-    r.token = reinterpret_cast<int32_t*>(allocBuffer(sizeof(int32_t)));
+    r.token = reinterpret_cast<int32_t*>(allocBuffer(r, sizeof(int32_t)));
+    if (r.mem.cuda && gW.opt.check) r.stage = static_cast<char*>(DeviceMem{}.alloc(gW.allocBytes));
   }
-  setDevice(t.ranks[0].device);
+  useDevice(t.ranks[0]);
 }
 
 void destroyRanks(ThreadCtx& t) {
@@ -290,15 +333,21 @@ void destroyRanks(ThreadCtx& t) {
       NCCL_OK(r.comm, ncclCommWindowDeregister, (r.comm, (ncclWindow_t)r.recvReg));
     }
     NCCL_OK(r.comm, ncclCommDestroy, (r.comm));
-    NCCL_OK(nullptr, plexusStreamDestroy, (r.stream));
+    if (r.mem.cuda) {
+      r.mem.destroyStream(r.stream);
+    } else {
+      NCCL_OK(nullptr, plexusStreamDestroy, (r.stream));
+    }
     if (gW.opt.localRegister) {
+      r.mem.makeCurrent();
       NCCL_OK(nullptr, ncclMemFree, (r.send));
       NCCL_OK(nullptr, ncclMemFree, (r.recv));
     } else {
-      std::free(r.send);
-      std::free(r.recv);
+      r.mem.free(r.send);
+      r.mem.free(r.recv);
     }
-    std::free(r.token);
+    r.mem.free(r.token);
+    DeviceMem{}.free(r.stage);
   }
   t.ranks.clear();
 }
@@ -335,14 +384,21 @@ void launch(ThreadCtx& t, const SizeSetup& s, ncclDataType_t type, ncclRedOp_t o
   }
 }
 
-// Fills each rank's input and poisons its result region, so a result the library never wrote fails.
+// Fills each rank's input and poisons its result region, so a result the library never wrote fails. On CUDA the
+// input is made on the host and copied over.
 void initData(ThreadCtx& t, const SizeSetup& s, const Pattern& p, bool inPlace, ncclDataType_t type) {
   for (RankCtx& r : t.ranks) {
     const size_t sendOff = inPlace ? s.c.sendInplaceOffset * r.rank : 0;
     const size_t recvOff = inPlace ? s.c.recvInplaceOffset * r.rank : 0;
     const size_t used = inPlace ? std::max(sendOff + s.c.send, recvOff + s.c.recv) : s.c.recv;
-    std::memset(r.recv, 0xFF, used * s.ts);
-    fillPattern(inPlace ? r.recv + sendOff * s.ts : r.send, type, p, r.rank, s.c.send);
+    char* input = inPlace ? r.recv + sendOff * s.ts : r.send;
+    r.mem.memset(r.recv, 0xFF, used * s.ts, r.stream);
+    if (!r.mem.cuda) {
+      fillPattern(input, type, p, r.rank, s.c.send);
+    } else {
+      fillPattern(r.stage, type, p, r.rank, s.c.send);
+      r.mem.toDevice(input, r.stage, s.c.send * s.ts, r.stream);
+    }
   }
 }
 
@@ -353,6 +409,10 @@ int64_t checkData(ThreadCtx& t, const SizeSetup& s, const Pattern& p, ncclDataTy
   for (RankCtx& r : t.ranks) {
     if (gW.coll->rootOnly && r.rank != root) continue;
     const char* data = inPlace ? r.recv + s.c.recvInplaceOffset * s.ts * r.rank : r.recv;
+    if (r.mem.cuda) {
+      r.mem.toHost(r.stage, data, s.c.recv * s.ts, r.stream);
+      data = r.stage;
+    }
     wrong += countWrong(data, s.c.recv, ctx, r.rank, gW.coll->expect);
   }
   return wrong;
@@ -551,6 +611,11 @@ void setupLaunch(int* argc, char*** argv) {
   gW.devBase = gW.localProc * gW.perProc;
   if (gW.nRanks > PLEXUS_MAX_HOST_DEVICES || gW.devBase + gW.perProc > PLEXUS_MAX_HOST_DEVICES)
     fatal(2, "too many ranks: host devices are limited to " + std::to_string(PLEXUS_MAX_HOST_DEVICES));
+  gW.cuda = cudaPlanned(&gW.backendWhy);
+  if (gW.cuda) gW.cudaDevices = cudaDeviceCount();
+  if (gW.cuda && o.cudaDevice >= gW.cudaDevices)
+    fatal(2, "--cuda_device " + std::to_string(o.cudaDevice) + ": there are " + std::to_string(gW.cudaDevices) +
+                 " CUDA devices");
   if (gW.coll->rooted && o.root >= gW.nRanks)
     fatal(2, "root " + std::to_string(o.root) + " is not a rank (" + std::to_string(gW.nRanks) + " ranks)");
   if (gW.coll->stepwise && o.nGpus > 1)
@@ -591,8 +656,15 @@ void printHeader() {
   std::string lines;
   for (int i = 0; i < gW.perProc; ++i) {
     char line[512];
-    std::snprintf(line, sizeof line, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] Plexus host backend\n",
-                  gW.proc * gW.perProc + i, 0, int(getpid()), host, gW.devBase + i);
+    const int dev = gW.devBase + i;
+    if (gW.cuda) {
+      const int cudaDev = gW.opt.cudaDevice >= 0 ? gW.opt.cudaDevice : dev % gW.cudaDevices;
+      std::snprintf(line, sizeof line, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] Plexus CUDA backend\n",
+                    gW.proc * gW.perProc + i, 0, int(getpid()), host, cudaDev, cudaBusId(cudaDev).c_str());
+    } else {
+      std::snprintf(line, sizeof line, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] Plexus host backend\n",
+                    gW.proc * gW.perProc + i, 0, int(getpid()), host, dev);
+    }
     lines += line;
   }
 #ifdef PLEXUS_PERF_HAVE_MPI

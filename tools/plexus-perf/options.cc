@@ -81,7 +81,11 @@ void printUsage(FILE* out) {
                "  -a,--average <0|1|2|3>    time reported: rank 0, mean, min, max over ranks (default 1)\n"
                "  -R,--local_register <0|1|2> buffers from ncclMemAlloc, registered with ncclCommRegister (1)\n"
                "                            or ncclCommWindowRegister, symmetric (2); 0: malloc (default 0)\n"
+               "  --cuda_device <n>         CUDA backend: every rank of this process on CUDA device n\n"
+               "                            (default: rank's device index modulo the number of CUDA devices)\n"
                "  -h,--help                 this message\n"
+               "Backend: CUDA (device buffers, CUDA streams) where a CUDA device is present, unless\n"
+               "  PLEXUS_BACKEND=host; otherwise the host backend (host buffers and host streams).\n"
                "Launch modes: -t threads in one process; under mpirun (%s);\n"
                "  or any launcher setting PLEXUS_RANK/PLEXUS_NRANKS (or RANK/WORLD_SIZE, LOCAL_RANK) and\n"
                "  NCCL_COMM_ID=<ip:port> (or MASTER_ADDR/MASTER_PORT) in every process.\n",
@@ -113,6 +117,7 @@ Options parseOptions(int argc, char** argv, bool quiet) {
                                     {"ngpus", required_argument, nullptr, 'g'},
                                     {"average", required_argument, nullptr, 'a'},
                                     {"local_register", required_argument, nullptr, 'R'},
+                                    {"cuda_device", required_argument, nullptr, 1000},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we word the errors ourselves
@@ -133,6 +138,7 @@ Options parseOptions(int argc, char** argv, bool quiet) {
       case 'g': o.nGpus = int(parseInt("-g", optarg, 1, PLEXUS_MAX_HOST_DEVICES)); break;
       case 'a': o.average = int(parseInt("-a", optarg, 0, 3)); break;
       case 'R': o.localRegister = int(parseInt("-R", optarg, 0, 2)); break;
+      case 1000: o.cudaDevice = int(parseInt("--cuda_device", optarg, 0, 1 << 16)); break;
       case 'r':
         o.root = std::string(optarg) == "all" ? -1 : int(parseInt("-r", optarg, -1, PLEXUS_MAX_HOST_DEVICES));
         break;

@@ -30,6 +30,7 @@ struct Options {
   int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max
   int root = 0;     // -1: every root in turn
   int localRegister = 0;  // -R: 1 ncclMemAlloc + ncclCommRegister, 2 + ncclCommWindowRegister (symmetric)
+  int cudaDevice = -1;    // --cuda_device: every CUDA rank of this process on this device; -1: host device % count
   std::vector<ncclDataType_t> types{ncclFloat};
   std::vector<ncclRedOp_t> ops{ncclSum};
 };
