@@ -66,7 +66,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
       if (devlist[i] < 0 || (backend == plexusBackendHost && devlist[i] >= PLEXUS_MAX_HOST_DEVICES))
         return setError(nullptr, ncclInvalidArgument, "ncclCommInitAll: devlist[%d]=%d is not a valid device", i,
                         devlist[i]);
-      for (int j = 0; j < i; j++)
+      // Host devices name ranks; several ranks may share one GPU (which NCCL refuses).
+      for (int j = 0; j < i && backend == plexusBackendHost; j++)
         if (devlist[j] == devlist[i])
           return setError(nullptr, ncclInvalidUsage, "ncclCommInitAll: device %d appears twice in devlist", devlist[i]);
     }

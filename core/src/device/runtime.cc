@@ -241,9 +241,10 @@ DeviceGuard::~DeviceGuard() {
 
 ncclResult_t checkPointer(ncclComm* comm, const char* api, const char* what, const void* ptr) {
   if (!ptr) return ncclSuccess;
-  // Without a loaded driver no pointer can be device memory: the host backend's checks cost nothing there.
-  DeviceRuntime* rt = comm->backend == plexusBackendCuda ? comm->runtime : cudaRuntimeIfLoaded();
-  if (!rt) return ncclSuccess;
+  // A host-backend communicator asks the CUDA driver too where there is one (loaded once; where there is none, the
+  // one failed dlopen is all it costs): without a driver no pointer can be device memory.
+  DeviceRuntime* rt = comm->runtime;
+  if (comm->backend == plexusBackendHost && cudaRuntime(&rt) != ncclSuccess) return ncclSuccess;
   PointerInfo info;
   if (rt->pointerInfo(ptr, &info) != ncclSuccess)
     return setError(comm, ncclInvalidArgument, "%s: cannot tell what %s %p is: %s", api, what, ptr,
