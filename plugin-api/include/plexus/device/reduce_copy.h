@@ -35,6 +35,46 @@ PLEXUS_HD Range threadRange(int tid, int nthreads, size_t n) {
 template <typename T, typename F, int NS, int ND, bool Pre, bool Post>
 PLEXUS_HD void reduceCopyLoop(const F& f, Range r, const T* __restrict__ s0, const T* __restrict__ s1,
                               T* __restrict__ d0, T* __restrict__ d1) {
+#if defined(__CUDA_ARCH__)
+  /* 16 bytes per load and store where every pointer allows it (a thread's element-sized accesses reach a fraction
+   * of the memory's bandwidth), two packs in flight per thread; the tail and misaligned buffers element by
+   * element. */
+  constexpr size_t K = sizeof(T) <= 16 ? 16 / sizeof(T) : 1;
+  const uintptr_t addrs = (uintptr_t)s0 | (NS == 2 ? (uintptr_t)s1 : 0) | (uintptr_t)d0 | (ND == 2 ? (uintptr_t)d1 : 0);
+  if (K > 1 && (addrs & 15) == 0) {
+    union Pack {
+      uint4 u;
+      T t[K];
+    };
+    const size_t packs = r.end / K;
+    const uint4* a = (const uint4*)s0;
+    const uint4* b = (const uint4*)s1;
+    for (size_t p = r.begin; p < packs; p += 2 * r.stride) {
+      const size_t q = p + r.stride;
+      Pack x[2], y[2];
+      x[0].u = a[p];
+      if (q < packs) x[1].u = a[q];
+      if constexpr (NS == 2) {
+        y[0].u = b[p];
+        if (q < packs) y[1].u = b[q];
+      }
+      for (int j = 0; j < 2; j++) {
+        if (j == 1 && q >= packs) break;
+        for (size_t k = 0; k < K; k++) {
+          T v = x[j].t[k];
+          if constexpr (Pre) v = f.pre(v);
+          if constexpr (NS == 2) v = f.op(v, y[j].t[k]);
+          if constexpr (Post) v = f.post(v);
+          x[j].t[k] = v;
+        }
+        const size_t at = j ? q : p;
+        ((uint4*)d0)[at] = x[j].u;
+        if constexpr (ND == 2) ((uint4*)d1)[at] = x[j].u;
+      }
+    }
+    r.begin = packs * K + r.begin;
+  }
+#endif
   for (size_t i = r.begin; i < r.end; i += r.stride) {
     T v = s0[i];
     if constexpr (Pre) v = f.pre(v);
