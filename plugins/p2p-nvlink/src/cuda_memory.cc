@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -27,20 +26,19 @@ ncclResult_t fail(const Driver* d, const char* who, const char* call, CUresult r
   return ncclUnhandledCudaError;
 }
 
+// A failure while letting memory go: nothing to return it to, but it is said (the memory may stay allocated).
+void teardownCheck(const Driver* d, const char* call, CUresult r) {
+  if (r != CUDA_SUCCESS)
+    P2P_WARN("p2p-nvlink: freeing connection memory: %s; the memory may stay allocated until the process ends",
+             failureMessage(d, call, r).c_str());
+}
+
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 bool envTrue(const char* a, const char* b) {
   const char* v = getenv(a);
   if (!v && b) v = getenv(b);
   return v && *v && strcmp(v, "0") != 0;
-}
-
-// The non-blocking stream of each device's primary context (ours, never destroyed: connections of any communicator
-// use it, and the context outlives them).
-std::mutex streamMutex;
-std::map<int, CUstream>& streams() {
-  static auto* m = new std::map<int, CUstream>();
-  return *m;
 }
 
 // Device and HostMapped allocations alive in this process, by address: a rank maps its peer's by the address the peer
@@ -51,7 +49,8 @@ struct Shared {
   int refs;
   CudaKind kind;
   const Driver* d;
-  CUcontext ctx;
+  CUdevice dev;
+  CUcontext ctx;  // the owner's primary context, retained while the allocation lives
 };
 std::mutex sharedMutex;
 std::atomic<uint32_t> sharedSerial{1};
@@ -69,11 +68,13 @@ void sharedRelease(uint64_t address) {
     s = it->second;
     shared().erase(it);
   }
-  ContextScope scope(s.d, s.ctx);
-  if (s.kind == CudaKind::Device)
-    s.d->memFree((CUdeviceptr)address);
-  else
-    s.d->memFreeHost((void*)(uintptr_t)address);
+  {
+    ContextScope scope(s.d, s.ctx);
+    const CUresult r =
+        s.kind == CudaKind::Device ? s.d->memFree((CUdeviceptr)address) : s.d->memFreeHost((void*)(uintptr_t)address);
+    teardownCheck(s.d, s.kind == CudaKind::Device ? "cuMemFree" : "cuMemFreeHost", r);
+  }
+  s.d->devicePrimaryCtxRelease(s.dev);
 }
 
 ncclResult_t clear(const CudaDevice& dev, CUdeviceptr p, size_t n, const char* who) {
@@ -215,24 +216,20 @@ ncclResult_t cudaDeviceOpen(int ordinal, const char* who, CudaDevice* out) {
   dev.busId[sizeof(dev.busId) - 1] = '\0';
   for (char& c : dev.busId) c = (char)tolower((unsigned char)c);
   {
-    std::lock_guard<std::mutex> lock(streamMutex);
-    auto it = streams().find(ordinal);
-    if (it != streams().end()) {
-      dev.stream = it->second;
-    } else {
-      ContextScope scope(d, dev.ctx);
-      if (scope.result() != CUDA_SUCCESS)
-        return release(fail(d, who, "cuCtxSetCurrent", scope.result(), kAdviceDriver));
-      if (CUresult r = d->streamCreate(&dev.stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
-        return release(fail(d, who, "cuStreamCreate", r, kAdviceDriver));
-      streams()[ordinal] = dev.stream;
-    }
+    ContextScope scope(d, dev.ctx);
+    if (scope.result() != CUDA_SUCCESS) return release(fail(d, who, "cuCtxSetCurrent", scope.result(), kAdviceDriver));
+    if (CUresult r = d->streamCreate(&dev.stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
+      return release(fail(d, who, "cuStreamCreate", r, kAdviceDriver));
   }
   *out = dev;
   return ncclSuccess;
 }
 
 void cudaDeviceClose(CudaDevice* dev) {
+  if (dev->d && dev->stream) {
+    ContextScope scope(dev->d, dev->ctx);
+    dev->d->streamDestroy(dev->stream);
+  }
   if (dev->d && dev->ctx) dev->d->devicePrimaryCtxRelease(dev->dev);
   *dev = CudaDevice{};
 }
@@ -372,10 +369,19 @@ ncclResult_t cudaMemAlloc(const CudaDevice& dev, size_t size, CudaPlace where, c
       return ncclSuccess;
     }
   }
-  // Shared by pointer with the peer of this process.
+  // Shared by pointer with the peer of this process; its context stays while either side holds it.
+  CUcontext ctx = nullptr;
+  if (CUresult r = d->devicePrimaryCtxRetain(&ctx, dev.dev); r != CUDA_SUCCESS) {
+    if (mem->handle.kind == CudaKind::Device)
+      d->memFree((CUdeviceptr)mem->dptr);
+    else
+      d->memFreeHost(mem->hptr);
+    *mem = CudaLocal{};
+    return fail(d, who, "cuDevicePrimaryCtxRetain", r, kAdviceDriver);
+  }
   mem->handle.serial = sharedSerial.fetch_add(1);
   std::lock_guard<std::mutex> lock(sharedMutex);
-  shared()[mem->handle.address] = Shared{mem->handle.serial, 1, mem->handle.kind, d, dev.ctx};
+  shared()[mem->handle.address] = Shared{mem->handle.serial, 1, mem->handle.kind, d, dev.dev, ctx};
   return ncclSuccess;
 }
 
@@ -424,15 +430,15 @@ void cudaMemFree(CudaLocal* mem) {
       sharedRelease(mem->handle.address);
       break;
     case CudaKind::Vmm:
-      d->memUnmap((CUdeviceptr)mem->dptr, mem->mapped);
-      d->memAddressFree((CUdeviceptr)mem->dptr, mem->mapped);
-      d->memRelease(mem->vmm);
+      teardownCheck(d, "cuMemUnmap", d->memUnmap((CUdeviceptr)mem->dptr, mem->mapped));
+      teardownCheck(d, "cuMemAddressFree", d->memAddressFree((CUdeviceptr)mem->dptr, mem->mapped));
+      teardownCheck(d, "cuMemRelease", d->memRelease(mem->vmm));
       break;
     case CudaKind::Ipc:
-      d->memFree((CUdeviceptr)mem->dptr);
+      teardownCheck(d, "cuMemFree", d->memFree((CUdeviceptr)mem->dptr));
       break;
     case CudaKind::Shm:
-      d->memHostUnregister(mem->hptr);
+      teardownCheck(d, "cuMemHostUnregister", d->memHostUnregister(mem->hptr));
       memFree(&mem->shm);
       break;
   }
@@ -590,15 +596,15 @@ void cudaMemUnmap(CudaRemote* mem) {
       sharedRelease(mem->handle.address);
       break;
     case CudaKind::Vmm:
-      d->memUnmap((CUdeviceptr)mem->dptr, (size_t)mem->handle.size);
-      d->memAddressFree((CUdeviceptr)mem->dptr, mem->mapped);
-      d->memRelease(mem->vmm);
+      teardownCheck(d, "cuMemUnmap", d->memUnmap((CUdeviceptr)mem->dptr, (size_t)mem->handle.size));
+      teardownCheck(d, "cuMemAddressFree", d->memAddressFree((CUdeviceptr)mem->dptr, mem->mapped));
+      teardownCheck(d, "cuMemRelease", d->memRelease(mem->vmm));
       break;
     case CudaKind::Ipc:
-      d->ipcCloseMemHandle((CUdeviceptr)mem->dptr);
+      teardownCheck(d, "cuIpcCloseMemHandle", d->ipcCloseMemHandle((CUdeviceptr)mem->dptr));
       break;
     case CudaKind::Shm: {
-      d->memHostUnregister(mem->hptr);
+      teardownCheck(d, "cuMemHostUnregister", d->memHostUnregister(mem->hptr));
       MemHandle h{};
       h.kind = MemKind::Shm;
       h.size = mem->handle.size;

@@ -28,9 +28,9 @@ namespace p2p {
 
 namespace pc = plexus::cuda;
 
-// The rank's CUDA device: its primary context (retained while a connection uses it), its PCI bus id, and a
-// non-blocking stream of ours (per device, for the process's lifetime) on which memory is cleared and initialised, so
-// that this never waits on, nor joins, an application's stream.
+// The rank's CUDA device, as one connection holds it: its primary context (retained), its PCI bus id, and a
+// non-blocking stream of ours on which memory is cleared and initialised, so that this never waits on, nor joins, an
+// application's stream.
 struct CudaDevice {
   const pc::Driver* d = nullptr;
   int ordinal = -1;

@@ -1,5 +1,6 @@
 #include "pair.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <plexus/cuda/driver.h>
 #include <plexus/transport_v1.h>
@@ -281,6 +282,15 @@ bool warned(const std::string& what) {
   return false;
 }
 
+int openFds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) n++;
+    closedir(d);
+  }
+  return n;
+}
+
 // What a side's process says to the parent: "OK", "EXPECTED <what>", or "ERROR <what>".
 void report(int fd, const std::string& line) {
   writeAll(fd, line.data(), line.size());
@@ -352,6 +362,7 @@ int runSameProcess(const char* pluginPath, const char* driverPath, const PairSpe
   freeSide(spec.freeReceiverFirst ? &s : &r);
   e += checkCalls(spec.sendCalls, spec.sendNoCalls, "the sender's process");
   e += checkCalls(spec.recvCalls, spec.recvNoCalls, "the receiver's process");
+  if (!warnings.empty()) e += "warnings where all went well; ";
   if (!e.empty()) return report(out, "ERROR " + e + allWarnings()), 1;
   return report(out, "OK"), 0;
 }
@@ -377,6 +388,7 @@ int runSide(const char* pluginPath, const char* driverPath, const PairSpec& spec
   int pid = getpid(), peerPid = 0;
   if (!writeAll(peerFd, &pid, sizeof(pid)) || !readAll(peerFd, &peerPid, sizeof(peerPid), 30))
     return failed("no pid from the peer");
+  const int fdsBefore = openFds();
   ncclResult_t sr = ncclSuccess;
   for (int i = 0; i < n && sr == ncclSuccess; i++) {
     Side& s = sides[i];
@@ -456,6 +468,9 @@ int runSide(const char* pluginPath, const char* driverPath, const PairSpec& spec
   for (Side& s : sides) freeSide(&s);
   writeAll(peerFd, &done, 1);
   e += isSend ? checkCalls(spec.sendCalls, spec.sendNoCalls, who) : checkCalls(spec.recvCalls, spec.recvNoCalls, who);
+  // Every descriptor that came or went is closed; the process's mailbox socket stays.
+  if (openFds() > fdsBefore + 1) e += std::to_string(openFds() - fdsBefore) + " descriptors left open; ";
+  if (!warnings.empty()) e += "warnings where all went well; ";
   if (!e.empty()) return report(out, "ERROR " + std::string(who) + ": " + e + allWarnings()), 1;
   return report(out, "OK"), 0;
 }
