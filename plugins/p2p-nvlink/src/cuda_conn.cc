@@ -532,7 +532,4 @@ void cudaFree(CudaConn* c) {
   delete c;
 }
 
-CudaKind cudaLocalKind(const CudaConn* c) { return c->local.handle.kind; }
-CudaKind cudaRemoteKind(const CudaConn* c) { return c->remote.handle.kind; }
-
 }  // namespace p2p

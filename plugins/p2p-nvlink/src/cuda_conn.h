@@ -71,8 +71,5 @@ ncclResult_t cudaSetup(bool isSend, const plexusTransportSetup_v1_t* setup, plex
 ncclResult_t cudaConnect(CudaConn* c, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn);
 void cudaConnected(CudaConn* c);
 void cudaFree(CudaConn* c);
-// The kind of this side's memory and of the peer's as mapped (tests, messages).
-CudaKind cudaLocalKind(const CudaConn* c);
-CudaKind cudaRemoteKind(const CudaConn* c);
 
 }  // namespace p2p
