@@ -4,12 +4,16 @@
 // Point-to-point may skip the slots: ranks of one process hand each other addresses
 // (PLEXUS_CONN_P2P_SAME_SPACE), ranks of other processes on this machine a registered allocation or
 // a process_vm_writev destination (p2pDescribe / p2pWrite, zero_copy.h).
+// CUDA backend: the same ownership in CUDA memory (cuda_conn.h); the driver is loaded by the first CUDA
+// connection's setup, so the plugin loads and serves the host backend where there is no CUDA.
 #include <plexus/transport_v1.h>
 
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "ctrl.h"
+#include "cuda_conn.h"
 #include "host_memory.h"
 #include "log.h"
 #include "zero_copy.h"
@@ -19,22 +23,6 @@ namespace p2p {
 ncclDebugLogger_t logger = nullptr;
 
 namespace {
-
-constexpr size_t kCtrlBytes = 4096;  // control block before the buffers keeps them page aligned
-
-struct alignas(128) RecvCtrl {
-  volatile uint64_t tail;
-  char pad[120];
-  plexusConnFifo_v1_t connFifo[PLEXUS_STEPS];
-};
-struct alignas(128) SendCtrl {
-  volatile uint64_t head;
-  char pad[120];
-  plexusPtrExchange_v1_t exchange;  // written by the receiver: where a zero-copy message goes
-  // Set by the sender when process_vm_writev into the receiver failed: the receiver stops offering it.
-  volatile uint32_t cmaRefused;
-};
-static_assert(sizeof(RecvCtrl) <= kCtrlBytes, "control block");
 
 struct RecvInfo {
   MemHandle mem;
@@ -56,6 +44,7 @@ struct Resources {
   plexusPeerInfo_v1_t self, peer;
   bool cmaOk = false;    // receiver: the sender may write this process's memory with process_vm_writev
   PeerMemory peerMemory;  // sender: the receiver's registered allocations mapped so far
+  CudaConn* cuda = nullptr;  // a CUDA connection (cuda_conn.h): everything above is unused
 };
 
 bool sameProcess(const Resources* res) { return res->self.pidHash == res->peer.pidHash; }
@@ -67,13 +56,36 @@ ncclResult_t init(void** ctx, ncclDebugLogger_t log) {
 }
 
 ncclResult_t canConnect(void*, const plexusPeerInfo_v1_t* self, const plexusPeerInfo_v1_t* peer, int* ret) {
-  // CUDA peers need the CUDA IPC path, which this build does not have yet.
-  *ret = self->backend == 0 && peer->backend == 0 && self->hostHash == peer->hostHash &&
-         (self->pidHash == peer->pidHash || self->shmDev == peer->shmDev);
+  if (self->backend != peer->backend) {
+    *ret = 0;
+  } else if (self->backend == 1) {
+    *ret = cudaCanConnect(self, peer);
+  } else {
+    *ret = self->backend == 0 && self->hostHash == peer->hostHash &&
+           (self->pidHash == peer->pidHash || self->shmDev == peer->shmDev);
+  }
+  return ncclSuccess;
+}
+
+// A CUDA connection's resources: the CUDA part does the work.
+ncclResult_t cudaSetupResources(bool isSend, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info,
+                                void** out) {
+  auto* res = new (std::nothrow) Resources{};
+  if (!res) return ncclSystemError;
+  res->isSend = isSend;
+  res->self = *setup->self;
+  res->peer = *setup->peer;
+  ncclResult_t r = cudaSetup(isSend, setup, info, &res->cuda);
+  if (r != ncclSuccess) {
+    delete res;
+    return r;
+  }
+  *out = res;
   return ncclSuccess;
 }
 
 ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info, void** out) {
+  if (setup->self->backend == 1) return cudaSetupResources(false, setup, info, out);
   auto* res = new (std::nothrow) Resources{};
   if (!res) return ncclSystemError;
   res->isSend = false;
@@ -101,6 +113,7 @@ ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConn
 }
 
 ncclResult_t sendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConnectInfo_v1_t* info, void** out) {
+  if (setup->self->backend == 1) return cudaSetupResources(true, setup, info, out);
   auto* res = new (std::nothrow) Resources{};
   if (!res) return ncclSystemError;
   res->isSend = true;
@@ -121,6 +134,7 @@ ncclResult_t sendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConn
 
 ncclResult_t sendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn) {
   auto* res = (Resources*)resources;
+  if (res->cuda) return cudaConnect(res->cuda, peerInfo, conn);
   RecvInfo ri;
   memcpy(&ri, peerInfo->data, sizeof(ri));
   for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++)
@@ -147,6 +161,7 @@ ncclResult_t sendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
 
 ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo, plexusConnInfo_v1_t* conn) {
   auto* res = (Resources*)resources;
+  if (res->cuda) return cudaConnect(res->cuda, peerInfo, conn);
   SendInfo si;
   memcpy(&si, peerInfo->data, sizeof(si));
   if (si.mem.size < sizeof(SendCtrl)) {
@@ -177,13 +192,23 @@ ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
 }
 
 ncclResult_t connected(void* resources) {
-  memUnlinkName(&((Resources*)resources)->local);
+  auto* res = (Resources*)resources;
+  if (res->cuda) {
+    cudaConnected(res->cuda);
+    return ncclSuccess;
+  }
+  memUnlinkName(&res->local);
   return ncclSuccess;
 }
 
 ncclResult_t freeResources(void* resources) {
   auto* res = (Resources*)resources;
   if (!res) return ncclSuccess;
+  if (res->cuda) {
+    cudaFree(res->cuda);
+    delete res;
+    return ncclSuccess;
+  }
   memUnmap(res->remoteHandle, res->remote);
   memFree(&res->local);
   delete res;
@@ -198,6 +223,7 @@ ncclResult_t p2pDescribe(void* resources, void* buff, size_t bytes, const plexus
   auto* res = (Resources*)resources;
   x->kind = PLEXUS_XCHG_SLOTS;
   x->size = bytes;
+  if (res->cuda) return ncclSuccess;  // the host backend's capability; CUDA kernels never ask
   if (shareable) {
     x->kind = PLEXUS_XCHG_MEMFD;
     x->pid = shareable->pid;
@@ -214,6 +240,7 @@ ncclResult_t p2pDescribe(void* resources, void* buff, size_t bytes, const plexus
 
 ncclResult_t p2pWrite(void* resources, const plexusPtrExchange_v1_t* x, const void* src, size_t bytes) {
   auto* res = (Resources*)resources;
+  if (res->cuda) return ncclInvalidUsage;
   if (x->kind == PLEXUS_XCHG_MEMFD) {
     char* dst = res->peerMemory.destination(*x);
     if (!dst) return ncclSystemError;
