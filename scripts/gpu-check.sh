@@ -5,7 +5,8 @@
 #
 #   1 configure + build (RelWithDebInfo, -j16) into build-gpu/, install to build-gpu/prefix
 #   2 ctest -L gpu
-#   3 plexus-perf all_reduce -c 1: 1 rank; 2 and 4 ranks as threads; 2 and 4 ranks as processes, all on GPU 0
+#   3 plexus-perf all_reduce -c 1: 1 rank; 2 and 4 ranks as threads; 2 and 4 ranks as processes, all on GPU 0;
+#     then the kernels' bandwidth at 256 MiB beside cudaMemcpy device to device (bench/cuda_memcpy_bw), 1 and 2 ranks
 #   4 NVIDIA's nccl-tests built against the install (in the background during 2 and 3), every *_perf with
 #     -b 8 -e 64M -f 4 -g 1 -c 1
 #   5 PyTorch's NCCL backend on Plexus's libnccl.so.2: 1 and 2 processes on cuda:0 (scripts/gpu-check-torch.py)
@@ -89,8 +90,10 @@ if ((rc)); then
   exit 1
 fi
 # What the install and the checks need (the doctest suites are not built here).
-targets=(plexus plexus-algo-ring plexus-algo-direct plexus-algo-tree plexus-p2p-nvlink nccl-tuner-csv plexus-perf
-  plexus-info plexus-net-check plexus-gpu-tests)
+targets=(plexus plexus-algo-ring plexus-algo-direct plexus-algo-tree plexus-algo-p2p plexus-p2p-nvlink nccl-tuner-csv
+  plexus-perf plexus-info plexus-net-check plexus-gpu-tests cuda_memcpy_bw)
+# p2p-nvlink's GPU test is a doctest binary: built where doctest is (carried in .gpu-carry/).
+ninja -C "$build" -t targets all 2>/dev/null | grep -q '^plexus-p2p-nvlink-gpu-tests:' && targets+=(plexus-p2p-nvlink-gpu-tests)
 phase "$blog" 330 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 rc=$?
 if ((rc)); then
@@ -177,6 +180,29 @@ for n in 2 4; do
   else
     verdict FAIL "plexus-perf $n processes" "exit statuses ${rcs[*]} (perf.log)"
   fi
+done
+
+# ---- 3b: speed: the kernels' memory bandwidth beside cudaMemcpy's, in the same run ------------------------------------
+# 1 rank: AllReduce out of place is one reduce-copy kernel (read N, write N), like a copy of N: algbw / memcpy GB/s.
+# 2 ranks on the one GPU, ring/Simple: each rank reads 2N and writes 2N (its input, the peer's slots, the output), so
+# the GPU moves 8N while memcpy of N moves 2N: the kernels' share of the copy bandwidth is 4 * algbw / memcpy GB/s.
+slog=$logs/speed.log
+: >"$slog"
+phase "$slog" 40 "$build/bin/cuda_memcpy_bw" 256M 0 20
+memcpy_gbs=$(awk 'NF == 2 && $1 ~ /^[0-9]+$/ { print $2 }' "$slog" | tail -1)
+for t in 1 2; do
+  part=$build/speed-t$t.log
+  : >"$part"
+  phase "$part" 60 env NCCL_SOCKET_IFNAME=lo NCCL_PROTO=Simple "$perf" all_reduce -b 256M -e 256M -n 20 -w 5 -c 0 -t "$t"
+  cat "$part" >>"$slog"
+  algbw=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $7 }' "$part" | tail -1)
+  if [[ -z $memcpy_gbs || -z $algbw ]]; then
+    verdict FAIL "speed -t $t" "no figure (memcpy '${memcpy_gbs}', algbw '${algbw}') (speed.log)"
+    continue
+  fi
+  ratio=$(awk -v a="$algbw" -v m="$memcpy_gbs" -v t="$t" 'BEGIN { printf "%.2f", (t == 1 ? 1 : 4) * a / m }')
+  msg="algbw $algbw GB/s at 256 MiB, cudaMemcpy D2D $memcpy_gbs GB/s: kernels at ${ratio} of the copy bandwidth"
+  if awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }'; then verdict PASS "speed -t $t" "$msg"; else verdict FAIL "speed -t $t" "$msg (goal 0.90)"; fi
 done
 
 # ---- 4b: nccl-tests ---------------------------------------------------------------------------------------------------
