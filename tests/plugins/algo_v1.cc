@@ -1,100 +1,19 @@
 // An algorithm plugin of the frozen ABI v1 (plexus/algo_v1.h: runHost takes one work item), for the core's v1
-// adapter: recursive doubling AllReduce of float sums alone, as examples/algo-recursive-doubling was before ABI v2.
+// adapter: the SDK example's recursive doubling AllReduce (examples/algo-recursive-doubling/src/rd_allreduce.h), of
+// float sums alone, behind a v1 table.
 #include <plexus/algo_v1.h>
-#include <plexus/device/protocol_prims.h>
-#include <plexus/device/work.h>
 
-#include <new>
+#include "rd_allreduce.h"
 
 namespace {
 
-using namespace plexus::dev;
-
-struct Context {
-  int nRanks, nNodes;
-  float hopUs, gbs;
-};
-
-bool powerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
-template <typename T, typename F>
-void runAllReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, const plexusDevWork_v1_t* w) {
-  size_t off, n;
-  channelPart(w, ch->id, w->count, lineElems<T>(), &off, &n);
-  if (n == 0) return;
-  const uint64_t arg = workRedOpArg<T>(w);
-  if (comm->nRanks == 1) {
-    localCopy<T, F>(w, 0, 1, (const T*)w->sendbuff + off, (T*)w->recvbuff + off, n, true);
-    return;
-  }
-  const size_t chunk = workChunk(w, n);
-  for (size_t base = 0; base < n; base += chunk) {
-    const size_t o = off + base, m = minSize(chunk, n - base);
-    for (int bit = 1; bit < comm->nRanks; bit <<= 1) {
-      const int partner = comm->rank ^ bit;
-      ProtocolPrims<T, F> prims(comm, ch, 0, 1, w->proto, &partner, 1, &partner, 1, w->sendbuff, w->recvbuff, arg);
-      if (bit == 1) prims.copySend(o, o, m);  // the output starts as pre(input); the partner gets it too
-      else prims.sendFromOutput(o, m);
-      prims.recvReduceOrdered(o, m, comm->rank < partner ? 0 : 1, /*postOp=*/bit * 2 >= comm->nRanks);
-      if (!prims.ok()) return;
-    }
-  }
-}
-
-struct Runner {
-  const plexusDevComm_v1_t* comm;
-  plexusDevChannel_v1_t* ch;
-  const plexusDevWork_v1_t* w;
-  template <typename T, typename F>
-  void operator()() {
-    runAllReduce<T, F>(comm, ch, w);
-  }
-};
-
-ncclResult_t rdInit(void** ctx, const plexusAlgoTopo_v1_t* topo, ncclDebugLogger_t) {
-  auto* c = new (std::nothrow) Context{topo->nRanks, topo->nNodes, topo->localHopUs, topo->localGBs};
-  if (!c) return ncclSystemError;
-  *ctx = c;
-  return ncclSuccess;
-}
-
-// Every pair is connected on one channel (partners change with each step).
-ncclResult_t rdBuildGraph(void* ctx, plexusAlgoGraph_v1_t* graph) {
-  auto* c = (Context*)ctx;
-  graph->connectMask = c->nNodes == 1 && powerOfTwo(c->nRanks) ? PLEXUS_ALGO_CONNECT_ALL : 0;
-  graph->maxChannels = 1;
-  return ncclSuccess;
-}
-
-// log2(n) hops, and each step moves the whole buffer.
-ncclResult_t rdCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
-  auto* c = (Context*)ctx;
-  *timeUs = -1.0f;
-  if (func != ncclFuncAllReduce || c->nNodes != 1 || !powerOfTwo(c->nRanks) || nChannels != 1) return ncclSuccess;
-  if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
-  int steps = 0;
-  while ((1 << steps) < c->nRanks) steps++;
-  const float ll = proto == PLEXUS_PROTO_LL ? 0.25f : 1.0f;
-  *timeUs = steps * (c->hopUs * ll + (float)nBytes / (c->gbs * ll * 1e3f));
-  return ncclSuccess;
-}
-
-ncclResult_t rdRunHost(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
+ncclResult_t rdRunHostV1(plexusDevComm_v1_t* comm, int channelId, const plexusDevWork_v1_t* work) {
   plexusDevChannel_v1_t* ch = &comm->channels[channelId];
-  if (work->func != ncclFuncAllReduce) return ncclInvalidArgument;
-  Runner runner{comm, ch, work};
-  if (work->datatype != ncclFloat32 || work->redop != plexusDevSum) return ncclInvalidArgument;
-  runner.operator()<float, FuncSum<float>>();
-  switch (ch->status) {
-    case PLEXUS_CHANNEL_OK: return ncclSuccess;
-    case PLEXUS_CHANNEL_TIMEOUT: return ncclTimeout;
-    default: return ncclRemoteError;
-  }
-}
-
-ncclResult_t rdFinalize(void* ctx) {
-  delete (Context*)ctx;
-  return ncclSuccess;
+  if (work->func != ncclFuncAllReduce || work->datatype != ncclFloat32 || work->redop != plexusDevSum)
+    return ncclInvalidArgument;
+  rd::runAllReduce<float, plexus::dev::FuncSum<float>>(comm, ch, work);
+  return ch->status == PLEXUS_CHANNEL_OK ? ncclSuccess : ch->status == PLEXUS_CHANNEL_TIMEOUT ? ncclTimeout
+                                                                                              : ncclRemoteError;
 }
 
 }  // namespace
@@ -105,10 +24,10 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v1_t plexusAl
     "rd-v1",
     1u << ncclFuncAllReduce,
     (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
-    rdInit,
-    rdBuildGraph,
-    rdCost,
-    rdRunHost,
+    rd::rdInit,
+    rd::rdBuildGraph,
+    rd::rdCost,
+    rdRunHostV1,
     nullptr,
-    rdFinalize,
+    rd::rdFinalize,
 };
