@@ -98,7 +98,8 @@ long killScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
     appendLine(log, "survivor " + std::to_string(rank) + " " + std::to_string(when) + " " + (ok ? "1" : "0") + "\n");
     // Let the other survivors hear of the dead rank first: closing connections now could make them
     // see this rank leave instead.
-    usleep(500000);
+    if (!harness::processBarrier(rank, nranks, "survivors-failed", 30, victim))
+      fprintf(stderr, "rank %d: the other survivors never reached the barrier\n", rank);
     ncclCommAbort(comm);
     _exit(ok ? 0 : 1);
   }

@@ -72,7 +72,8 @@ const harness::Scenario kIsendFails("net-isend-fails", [](int rank, int nranks, 
   const bool ok = r != ncclSuccess && e.find("isend failed with unhandled system error") != std::string::npos &&
                   e.find("net plugin defective") != std::string::npos;
   if (!ok) fprintf(stderr, "rank %d: %d \"%s\"\n", rank, (int)r, e.c_str());
-  usleep(500000);  // closing at once could make the peer see this rank leave before its own isend fails
+  // Leaving at once could make the peer see this rank go before its own isend fails.
+  if (!harness::processBarrier(rank, nranks, "errors-seen")) fprintf(stderr, "rank %d: peer never reached the barrier\n", rank);
   ncclCommAbort(comm);
   _exit(ok ? 0 : 1);
   return 0L;

@@ -1,6 +1,8 @@
 #include "harness.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 #include <vector>
@@ -70,9 +73,45 @@ static void unhex(const char* s, void* data, size_t n) {
   for (size_t i = 0; i < n; i++) ((unsigned char*)data)[i] = (unsigned char)(v(s[2 * i]) << 4 | v(s[2 * i + 1]));
 }
 
+static const char* kBarrierEnv = "PLEXUS_TEST_BARRIER_DIR";
+
+static std::string barrierFile(const char* dir, const char* tag, int rank) {
+  return std::string(dir) + "/" + tag + "." + std::to_string(rank);
+}
+
+bool processBarrier(int rank, int nranks, const char* tag, int timeoutSec, int absentRank) {
+  const char* dir = getenv(kBarrierEnv);
+  if (!dir) return false;
+  int fd = open(barrierFile(dir, tag, rank).c_str(), O_CREAT | O_WRONLY, 0600);
+  if (fd < 0) return false;
+  close(fd);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSec);
+  for (int r = 0; r < nranks;) {
+    if (r == absentRank || access(barrierFile(dir, tag, r).c_str(), F_OK) == 0) {
+      r++;
+    } else if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return true;
+}
+
+
 int runProcesses(const std::string& name, int nranks, int timeoutSec, int ranksPerNode) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return nranks;
+  char dirTemplate[] = "/tmp/plexus-barrier-XXXXXX";
+  if (!mkdtemp(dirTemplate)) return nranks;
+  const std::string barrierDir = dirTemplate;
+  struct Cleanup {
+    const std::string& dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{barrierDir};
   std::string idHex = hex(&id, sizeof(id));
   std::vector<pid_t> pids;
   for (int r = 0; r < nranks; r++) {
@@ -83,6 +122,7 @@ int runProcesses(const std::string& name, int nranks, int timeoutSec, int ranksP
     for (char** e = environ; *e; e++)
       if (!ranksPerNode || strncmp(*e, "PLEXUS_HOSTID=", 14) != 0) env.push_back(*e);
     if (ranksPerNode) env.push_back("PLEXUS_HOSTID=plexus-test-node" + std::to_string(r / ranksPerNode));
+    env.push_back(std::string(kBarrierEnv) + "=" + barrierDir);
     std::vector<char*> envp;
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);

@@ -29,6 +29,12 @@ struct Scenario {
   Scenario(const std::string& name, RankFn fn) { registerScenario(name, std::move(fn)); }
 };
 
+// Waits, outside the communicator, until every process of the running scenario has reached the
+// barrier named `tag` (each tag used once), all but absentRank (a rank that died, or -1); false after
+// timeoutSec. For tests where a rank must not leave before its peers have observed something. Only in
+// processes started by runProcesses.
+bool processBarrier(int rank, int nranks, const char* tag, int timeoutSec = 60, int absentRank = -1);
+
 // If argv asks for a child rank, runs it and returns its exit code; otherwise -1.
 int maybeRunChild(int argc, char** argv);
 
