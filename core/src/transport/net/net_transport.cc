@@ -241,7 +241,8 @@ ncclResult_t netSendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusC
 void fillConn(const NetConn* c, plexusConnInfo_v1_t* conn) {
   memset(conn, 0, sizeof(*conn));
   conn->buffs[PLEXUS_PROTO_SIMPLE] = c->buff;
-  conn->buffs[PLEXUS_PROTO_LL] = c->buff;  // LL lines travel in the Simple slots
+  conn->buffs[PLEXUS_PROTO_LL] = c->buff;  // LL and LL128 lines travel in the Simple slots
+  conn->buffs[PLEXUS_PROTO_LL128] = c->buff;
   conn->mhandles[PLEXUS_PROTO_SIMPLE] = c->mhandle;
   conn->tail = &c->ctrl->tail;
   conn->head = &c->ctrl->head;
