@@ -140,12 +140,13 @@ struct LL128Protocol {
             if (nw > 1) l[1] = acc.w[1];
           }
       }
-      /* The line's data words are all written before its last lane publishes the flag. */
+      /* The line's data words are all written before its last lane publishes the flag, and only if
+       * every lane of the warp got its share (a wait that failed stops the warp here). */
       warpSync();
-      if (mine && good && lane == kLanes - 1)
+      if (warpAny(!good)) return false;
+      if (mine && lane == kLanes - 1)
         for (int i = 0; i < ns; i++)
           storeRelease(st.send[i] + j * PLEXUS_LL128_LINE_WORDS + PLEXUS_LL128_FLAG_WORD, st.sendFlag[i]);
-      if (warpAny(!good)) return false;
     }
     return true;
   }
