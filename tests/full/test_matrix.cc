@@ -1,7 +1,7 @@
 // The full correctness matrix (ctest -L full): every collective x all 12 datatypes x every operator
 // (Sum, Prod, Max, Min, Avg, PreMulSum with a host-immediate and with an in-memory scalar) where it
 // reduces x in and out of place x every root x sizes 0, 1, odd, chunk boundary -1/0/+1 and several
-// chunks x NCCL_PROTO=Simple and LL, with 2, 3 and 4 ranks as threads and 2 and 3 as processes (and
+// chunks x NCCL_PROTO=Simple, LL and LL128, with 2, 3 and 4 ranks as threads and 2 and 3 as processes (and
 // 1 and 8 ranks, and 3 ranks over 3 channels, as threads).
 // The engine and the dimensions are in tests/multirank/matrix.h; a sample of it runs in the default
 // suite (tests/multirank/test_matrix_sample.cc).
@@ -30,7 +30,7 @@ const matrix::Launch kTreeLaunches[] = {{false, 2, 0, "tree"}, {false, 5, 0, "tr
 
 void runMatrix(Coll c) {
   const bool tree = c == Coll::AllReduce || c == Coll::Broadcast || c == Coll::Reduce;
-  for (const char* proto : {"Simple", "LL"}) {
+  for (const char* proto : {"Simple", "LL", "LL128"}) {
     std::vector<matrix::Launch> launches(std::begin(kLaunches), std::end(kLaunches));
     if (tree) launches.insert(launches.end(), std::begin(kTreeLaunches), std::end(kTreeLaunches));
     for (matrix::Launch l : launches) {

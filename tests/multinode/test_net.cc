@@ -33,9 +33,9 @@ long runNet(const Net& n, Coll c, const char* proto, matrix::Launch l) {
 
 }  // namespace
 
-TEST_CASE("net: every collective across 2 nodes of 2 ranks over the built-in socket net, Simple and LL") {
+TEST_CASE("net: every collective across 2 nodes of 2 ranks over the built-in socket net, Simple, LL and LL128") {
   for (Coll c : matrix::kAllColls)
-    for (const char* proto : {"Simple", "LL"}) {
+    for (const char* proto : {"Simple", "LL", "LL128"}) {
       INFO(matrix::collName(c), " proto=", proto);
       CHECK(runNet(kSocket, c, proto, matrix::Launch{true, 4, 0, nullptr, 2}) == 0);
     }
@@ -43,18 +43,21 @@ TEST_CASE("net: every collective across 2 nodes of 2 ranks over the built-in soc
 
 TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 3 nodes of 2 ranks, 2 channels") {
   for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::SendRecv})
-    for (const char* proto : {"Simple", "LL"}) {
+    for (const char* proto : {"Simple", "LL", "LL128"}) {
       INFO(matrix::collName(c), " proto=", proto);
       CHECK(runNet(kSocket, c, proto, matrix::Launch{true, 6, 2, nullptr, 2}) == 0);
     }
 }
 
 TEST_CASE("net: the tree across nodes (one rank per node and two per node)") {
+  // LL128: a rank of a two-rank node reduces lines from its node peer (p2p-nvlink's LL128 buffer) with
+  // lines from another node (Simple slots behind the proxy) in one step.
   for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce})
-    for (int perNode : {1, 2}) {
-      INFO(matrix::collName(c), " ranks per node=", perNode);
-      CHECK(runNet(kSocket, c, "Simple", matrix::Launch{true, 4, 0, "tree", perNode}) == 0);
-    }
+    for (int perNode : {1, 2})
+      for (const char* proto : {"Simple", "LL128"}) {
+        INFO(matrix::collName(c), " ranks per node=", perNode, " proto=", proto);
+        CHECK(runNet(kSocket, c, proto, matrix::Launch{true, 4, 0, "tree", perNode}) == 0);
+      }
 }
 
 TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 2 and 3 nodes over net-ucx and net-ofi") {

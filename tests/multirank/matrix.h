@@ -1,5 +1,5 @@
 // The correctness matrix: every collective x datatype x operator x in/out of place x root x size
-// class (0, 1, odd, chunk boundary -1/0/+1, several chunks) x protocol (Simple, LL), ranks as threads
+// class (0, 1, odd, chunk boundary -1/0/+1, several chunks) x protocol (Simple, LL, LL128), ranks as threads
 // or processes. Data driven: a Plan selects the types, operators and sizes; cases() expands it for
 // one collective, runRank() runs the cases on one rank and checks every element against check.h's
 // host references, the guard zones after every buffer, the inputs that must not change, and that the
@@ -119,7 +119,7 @@ inline const char* typeName(ncclDataType_t t) {
 // NCCL_MIN_NCHANNELS, read from the environment as communicator creation reads them (runOne sets
 // them, and clears their PLEXUS_ twins, which would win).
 struct Setup {
-  bool ll = false;
+  int proto = PLEXUS_PROTO_SIMPLE;
   size_t buffSize = 4 << 20;
   int channels = 0;  // NCCL_MIN_NCHANNELS (with PLEXUS_MIN_CHANNEL_BYTES small): 0 = the default
   bool tree = false;  // NCCL_ALGO=tree: AllReduce's pipeline steps are single chunks
@@ -129,7 +129,9 @@ inline Setup currentSetup() {
   const char* proto = getenv("NCCL_PROTO");
   const char* buff = getenv("NCCL_BUFFSIZE");
   const char* channels = getenv("NCCL_MIN_NCHANNELS");
-  s.ll = proto && strcmp(proto, "LL") == 0;
+  s.proto = proto && strcmp(proto, "LL") == 0       ? PLEXUS_PROTO_LL
+            : proto && strcmp(proto, "LL128") == 0 ? PLEXUS_PROTO_LL128
+                                                   : PLEXUS_PROTO_SIMPLE;
   if (buff) s.buffSize = (size_t)strtoull(buff, nullptr, 10);
   s.buffSize &= ~(size_t)(4096 * PLEXUS_STEPS - 1);  // init rounds it to page-aligned slots
   if (channels) s.channels = atoi(channels);
@@ -137,17 +139,25 @@ inline Setup currentSetup() {
   s.tree = algo && strcmp(algo, "tree") == 0;
   return s;
 }
-inline const char* protoName(const Setup& s) { return s.ll ? "LL" : "Simple"; }
+inline const char* protoName(const Setup& s) {
+  return s.proto == PLEXUS_PROTO_LL ? "LL" : s.proto == PLEXUS_PROTO_LL128 ? "LL128" : "Simple";
+}
 
 // Bytes per pipeline chunk the planner gives coll: Simple: two of the PLEXUS_STEPS slots of
-// NCCL_BUFFSIZE; LL: one slot of PLEXUS_LL_SLOT_LINES lines of 8 payload bytes; point-to-point
-// (Simple whatever NCCL_PROTO says): one slot.
+// NCCL_BUFFSIZE; LL: one slot of PLEXUS_LL_SLOT_LINES lines of 8 payload bytes; LL128: one step of
+// lines of 120 payload bytes, PLEXUS_LL128_SLOT_LINES or as many as a Simple slot holds (64 with the
+// matrix's NCCL_BUFFSIZE); point-to-point (Simple whatever NCCL_PROTO says): one slot.
 inline size_t chunkBytes(Coll c, const Setup& s) {
-  if (isP2p(c)) return s.buffSize / PLEXUS_STEPS;
-  return s.ll ? (size_t)PLEXUS_LL_SLOT_LINES * 8 : s.buffSize / PLEXUS_STEPS * 2;
+  const size_t step = s.buffSize / PLEXUS_STEPS;
+  if (isP2p(c)) return step;
+  if (s.proto == PLEXUS_PROTO_LL) return (size_t)PLEXUS_LL_SLOT_LINES * 8;
+  if (s.proto == PLEXUS_PROTO_LL128) return std::min<size_t>(PLEXUS_LL128_SLOT_LINES, step / 128) * 120;
+  return step * 2;
 }
 // Chunks a connector holds before its slots wrap around.
-inline size_t chunksPerConnector(Coll c, const Setup& s) { return isP2p(c) || s.ll ? PLEXUS_STEPS : PLEXUS_STEPS / 2; }
+inline size_t chunksPerConnector(Coll c, const Setup& s) {
+  return isP2p(c) || s.proto != PLEXUS_PROTO_SIMPLE ? PLEXUS_STEPS : PLEXUS_STEPS / 2;
+}
 // Count at which a new pipeline step begins: the chunk in elements, or for AllReduce on the ring
 // (whose loop covers nranks chunks) nranks of them. The per-rank count for AllGather, ReduceScatter, AlltoAll,
 // Gather and Scatter, whose blocks are chunked one by one.
@@ -649,14 +659,14 @@ inline bool registerScenarios(const std::string& prefix, const Plan* plan) {
 }
 
 // Cases a run of coll under plan makes on nranks (for the log).
-inline size_t caseCount(Coll c, const Plan& plan, bool ll, int nranks) {
+inline size_t caseCount(Coll c, const Plan& plan, const char* proto, int nranks) {
   Setup s;
-  s.ll = ll;
+  s.proto = strcmp(proto, "LL") == 0 ? PLEXUS_PROTO_LL : strcmp(proto, "LL128") == 0 ? PLEXUS_PROTO_LL128 : PLEXUS_PROTO_SIMPLE;
   s.buffSize = (size_t)atoi(kBuffSize);
   return cases(c, nranks, s, plan).size();
 }
 
-// One run of the matrix for coll: plan on one launch under one protocol ("Simple" or "LL"). Returns
+// One run of the matrix for coll: plan on one launch under one protocol ("Simple", "LL" or "LL128"). Returns
 // the number of problems (or failed processes).
 inline long runOne(Coll c, const Plan& plan, const std::string& scenarioPrefix, const char* proto, Launch l) {
   ScopedEnv env;
@@ -683,7 +693,7 @@ inline long runOne(Coll c, const Plan& plan, const std::string& scenarioPrefix, 
   const std::string nodes = l.ranksPerNode ? " in nodes of " + std::to_string(l.ranksPerNode) : "";
   fprintf(stderr, "matrix: %-13s %-6s %d ranks as %-9s%s%s%s%s %5zu cases %6.1f s%s\n", collName(c), proto, l.nranks,
           l.processes ? "processes" : "threads", nodes.c_str(), l.channels ? (" " + channels + " channels").c_str() : "",
-          l.algo ? " NCCL_ALGO=" : "", l.algo ? l.algo : "", caseCount(c, plan, strcmp(proto, "LL") == 0, l.nranks),
+          l.algo ? " NCCL_ALGO=" : "", l.algo ? l.algo : "", caseCount(c, plan, proto, l.nranks),
           secs, bad ? "  FAILED" : "");
   return bad;
 }

@@ -113,7 +113,7 @@ struct Forced {
 
 TEST_CASE("every algorithm and protocol, forced, ranks as threads (1, 2, 3, 5, 8)") {
   for (const char* algo : {"ring", "direct", "tree"})
-    for (const char* proto : {"Simple", "LL"}) {
+    for (const char* proto : {"Simple", "LL", "LL128"}) {
       Forced forced(algo, proto);
       for (int n : {1, 2, 3, 5, 8}) {
         CAPTURE(algo);
@@ -126,7 +126,7 @@ TEST_CASE("every algorithm and protocol, forced, ranks as threads (1, 2, 3, 5, 8
 
 TEST_CASE("every algorithm and protocol, forced, ranks as processes (3)") {
   for (const char* algo : {"ring", "direct", "tree"})
-    for (const char* proto : {"Simple", "LL"}) {
+    for (const char* proto : {"Simple", "LL", "LL128"}) {
       Forced forced(algo, proto);
       CAPTURE(algo);
       CAPTURE(proto);

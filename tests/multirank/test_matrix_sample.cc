@@ -1,8 +1,8 @@
 // A sample of the correctness matrix (tests/multirank/matrix.h) for the default suite: every
 // collective over five datatypes (1-, 2-, 4- and 8-byte, integer and float, fp8) and every operator
 // (PreMulSum with a host and with an in-memory scalar among them), every size class including the
-// chunk boundaries, in and out of place, first and last root, Simple and LL, 3 ranks as threads and
-// 2 as processes. The whole matrix is tests/full/test_matrix.cc (ctest -L full).
+// chunk boundaries, in and out of place, first and last root, Simple, LL and LL128, 3 ranks as threads
+// and 2 as processes. The whole matrix is tests/full/test_matrix.cc (ctest -L full).
 #include <doctest/doctest.h>
 
 #include "matrix.h"
@@ -22,18 +22,18 @@ const matrix::Launch kTree{false, 5, 2, "tree"};
 
 }  // namespace
 
-TEST_CASE("matrix sample: every collective, 5 types, every operator and size class, Simple and LL") {
+TEST_CASE("matrix sample: every collective, 5 types, every operator and size class, Simple, LL and LL128") {
   for (Coll c : matrix::kAllColls)
-    for (const char* proto : {"Simple", "LL"})
+    for (const char* proto : {"Simple", "LL", "LL128"})
       for (matrix::Launch l : kLaunches) {
         INFO(matrix::collName(c), " proto=", proto, " nranks=", l.nranks, l.processes ? " (processes)" : " (threads)");
         CHECK(matrix::runOne(c, kSample, "matrix-sample/", proto, l) == 0);
       }
 }
 
-TEST_CASE("matrix sample: algo-tree (AllReduce, Broadcast, Reduce), Simple and LL") {
+TEST_CASE("matrix sample: algo-tree (AllReduce, Broadcast, Reduce), Simple, LL and LL128") {
   for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce})
-    for (const char* proto : {"Simple", "LL"}) {
+    for (const char* proto : {"Simple", "LL", "LL128"}) {
       INFO(matrix::collName(c), " proto=", proto, " NCCL_ALGO=tree");
       CHECK(matrix::runOne(c, kSample, "matrix-sample/", proto, kTree) == 0);
     }

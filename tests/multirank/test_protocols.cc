@@ -1,14 +1,19 @@
-// The LL protocol through the public API: forced with NCCL_PROTO=LL for every ring collective, and
-// mixed with Simple on the same connectors (they share the step count), every element checked.
+// The LL and LL128 protocols through the public API: forced with NCCL_PROTO for every collective at
+// sizes around their lines and steps, and mixed with Simple on the same connectors (they share the step
+// count), every element checked.
 #include <doctest/doctest.h>
+
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "check.h"
 #include "harness.h"
+#include "matrix.h"
 
 namespace {
 
@@ -66,7 +71,142 @@ long llMatrix(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
 
 harness::Scenario processLL("protocols-ll", llMatrix);
 
+// Bytes around the forced protocol's lines and steps (NCCL_BUFFSIZE's default, 512 KiB Simple steps):
+// LL128: 120-byte lines, 512 of them (61440 bytes) per step; LL: 8-byte lines, 256 (2 KiB) per slot.
+// Zero, one byte, a line -1/0/+1, a step -1 line/-1/0/+1/+1 line, and more steps than a connector has
+// slots.
+std::vector<size_t> boundaryBytes(const std::string& proto) {
+  const size_t line = proto == "LL128" ? 120 : 8, step = proto == "LL128" ? 512 * 120 : 256 * 8;
+  return {0, 1, line - 1, line, line + 1, step - line, step - 1, step, step + 1, step + line, 9 * step + line + 1};
+}
+
+// Every collective at every boundary size, in and out of place, first and last root: reductions of a
+// 2-byte float (fp16 Sum, bf16 Avg) and of int8 (Max), the others over uint8 and fp16. Sizes are bytes
+// rounded up to whole elements. Every element, guard byte and untouched input is checked (matrix.h),
+// and that the planner ran the forced protocol with its chunk.
+long boundaryMatrix(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  matrix::RankCtx x{rank, nranks, comm, stream, matrix::currentSetup(), "ranks"};
+  const char* proto = getenv("NCCL_PROTO");
+  long bad = 0;
+  int reports = 0;
+  for (matrix::Coll c : matrix::kAllColls) {
+    struct TypeOp {
+      ncclDataType_t type;
+      matrix::Op op;
+    };
+    const std::vector<TypeOp> types =
+        matrix::reduces(c) ? std::vector<TypeOp>{{ncclFloat16, matrix::Op::Sum}, {ncclBfloat16, matrix::Op::Avg},
+                                                 {ncclInt8, matrix::Op::Max}}
+                           : std::vector<TypeOp>{{ncclUint8, matrix::Op::Sum}, {ncclFloat16, matrix::Op::Sum}};
+    for (size_t bytes : boundaryBytes(proto))
+      for (const TypeOp& to : types)
+        for (bool inPlace : {false, true})
+          for (int root : {0, nranks - 1}) {
+            const size_t size = check::typeSize(to.type);
+            if (inPlace && (!matrix::hasInPlace(c) || (c == matrix::Coll::AlltoAll && bytes == 0))) continue;
+            if ((!matrix::hasRoot(c) || nranks == 1) && root != 0) continue;
+            matrix::Case k{c, to.type, to.op, matrix::hasRoot(c) ? root : -1, matrix::Size::Odd,
+                           (bytes + size - 1) / size, inPlace};
+            matrix::Wrong w;
+            matrix::runCase(x, k, w);
+            if (w.total() == 0) continue;
+            bad += (long)w.total();
+            if (reports++ < 10)
+              fprintf(stderr, "rank %d: %s (%zu bytes): %zu wrong output, %zu input, %zu guard, %ld call(s), %ld plan: %s\n",
+                      rank, matrix::describe(k, x).c_str(), bytes, w.output, w.input, w.guard, w.calls, w.plan,
+                      w.why.c_str());
+            if (w.calls) return bad;
+          }
+  }
+  return bad;
+}
+
+harness::Scenario processBoundaries("protocols-boundaries", boundaryMatrix);
+
+// Sets NCCL_PROTO (and clears PLEXUS_PROTO, which would win) for a test's duration.
+struct ForcedProto {
+  matrix::ScopedEnv env;
+  explicit ForcedProto(const char* proto) {
+    env.set("NCCL_PROTO", proto);
+    env.set("PLEXUS_PROTO", nullptr);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("LL128 and LL forced: every collective at sizes around lines and steps, ranks as threads") {
+  for (const char* proto : {"LL128", "LL"}) {
+    ForcedProto forced(proto);
+    for (int n : {1, 2, 3, 4}) {
+      CAPTURE(proto);
+      CAPTURE(n);
+      CHECK(harness::runThreads(n, boundaryMatrix) == 0);
+    }
+  }
+}
+
+TEST_CASE("LL128 and LL forced: every collective at sizes around lines and steps, ranks as processes") {
+  for (const char* proto : {"LL128", "LL"}) {
+    ForcedProto forced(proto);
+    CAPTURE(proto);
+    CHECK(harness::runProcesses("protocols-boundaries", 3) == 0);
+  }
+}
+
+TEST_CASE("LL128 forced with a small NCCL_BUFFSIZE: steps of fewer lines (as many as a Simple slot holds)") {
+  // 64 KiB: 8 KiB Simple slots, so 64 lines per LL128 step on every connector.
+  ForcedProto forced("LL128");
+  matrix::ScopedEnv env;
+  env.set("NCCL_BUFFSIZE", "65536");
+  env.set("PLEXUS_BUFFSIZE", nullptr);
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          for (size_t count : {1ul, 3839ul, 3840ul, 3841ul, 40000ul})
+            bad += allReduce(comm, stream, rank, nranks, count, ncclFloat16, ncclSum);
+          bad += others(comm, stream, rank, nranks, 7681);
+          plexusDecision_t d;
+          CHECK_NCCL(plexusCommLastDecision(comm, &d));
+          if (std::string(d.protocol) != "LL128" || d.chunkBytes != 64 * 120) {
+            fprintf(stderr, "rank %d: the last decision ran %s with chunk %zu, not LL128 with %d\n", rank, d.protocol,
+                    d.chunkBytes, 64 * 120);
+            bad++;
+          }
+          return bad;
+        }) == 0);
+}
+
+TEST_CASE("LL, LL128 and Simple alternate on the same connectors (a configuration's rules by size)") {
+  char path[] = "/tmp/plexus-protocols-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << R"({ "version": 1, "tuning": [
+    { "collective": "allreduce", "bytes": [0, "1K"], "algorithm": "ring", "protocol": "ll" },
+    { "collective": "allreduce", "bytes": ["1K", "256K"], "algorithm": "ring", "protocol": "ll128" },
+    { "collective": "allreduce", "algorithm": "ring", "protocol": "simple" } ] })";
+  matrix::ScopedEnv env;
+  env.set("PLEXUS_CONFIG", path);
+  env.set("NCCL_PROTO", nullptr);
+  env.set("PLEXUS_PROTO", nullptr);
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          std::string seen;
+          for (int k = 0; k < 9; k++) {
+            const size_t count = k % 3 == 0 ? 5 : k % 3 == 1 ? 20000 : 300000;  // 20 B, 80 KB, 1.2 MB
+            bad += allReduce(comm, stream, rank, nranks, count, ncclFloat32, ncclSum);
+            plexusDecision_t d;
+            CHECK_NCCL(plexusCommLastDecision(comm, &d));
+            seen += d.protocol;
+            seen += ' ';
+          }
+          if (seen != "LL LL128 Simple LL LL128 Simple LL LL128 Simple ") {
+            fprintf(stderr, "rank %d: protocols chosen: %s\n", rank, seen.c_str());
+            bad++;
+          }
+          return bad;
+        }) == 0);
+  unlink(path);
+}
 
 TEST_CASE("LL forced with NCCL_PROTO=LL: every ring collective, ranks as threads") {
   setenv("NCCL_PROTO", "LL", 1);

@@ -120,16 +120,19 @@ TEST_CASE("tuning: NCCL_ALGO and NCCL_PROTO override the file's rules") {
 }
 
 TEST_CASE("tuning: rules that cannot hold fail init, naming the rule, file, line and key") {
+  // The test plugin rd-v1 (tests/plugins/algo_v1.cc) serves Simple and LL, not LL128.
+  const std::string rd = std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libplexus-algo-rd-v1.so";
   struct Case {
-    const char* text;
+    std::string text;
     const char* expect;
   } cases[] = {
       {R"({ "version": 1, "tuning": [
         { "collective": "allreduce", "algorithm": "butterfly" } ] })",
        "tuning[0].algorithm: \"butterfly\" is not a loaded algorithm"},
       {R"({ "version": 1, "tuning": [
-        { "collective": "allreduce", "algorithm": "ring", "protocol": "ll128" } ] })",
-       "algorithm ring does not serve protocol LL128"},
+        { "collective": "allreduce", "algorithm": "rd-v1", "protocol": "ll128" } ],
+        "plugins": { "algorithms": ["ring", ")" + rd + R"("] } })",
+       "algorithm rd-v1 does not serve protocol LL128"},
       {R"({ "version": 1, "plugins": { "algorithms": ["nonexistent-algo"] } })", "nonexistent-algo"},
   };
   for (const Case& c : cases) {
@@ -141,7 +144,7 @@ TEST_CASE("tuning: rules that cannot hold fail init, naming the rule, file, line
     CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclInvalidUsage);
     const std::string e = ncclGetLastError(nullptr);
     CHECK(e.find(c.expect) != std::string::npos);
-    if (strstr(c.text, "tuning")) CHECK(e.find(cfg.path + ":2") != std::string::npos);
+    if (c.text.find("tuning") != std::string::npos) CHECK(e.find(cfg.path + ":2") != std::string::npos);
   }
 }
 

@@ -1,11 +1,16 @@
-// The Simple and LL primitives between two threads over connectors wired by hand: data arrives
-// intact across many steps (slot reuse, credit through head), and a receiver can reduce on arrival.
+// The Simple, LL and LL128 primitives between two threads over connectors wired by hand: data arrives
+// intact across many steps (slot reuse, credit through head), and a receiver can reduce on arrival. The
+// LL and LL128 lines a sender writes are checked byte by byte against the line formats (NCCL's), as
+// computed here from nccl-abi.md §5.5, in the protocols' own buffers and in Simple slots (proxy-driven
+// connections).
 #include <doctest/doctest.h>
 #include <plexus/device/primitives.h>
 #include <plexus/device/primitives_ll.h>
+#include <plexus/device/primitives_ll128.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -13,22 +18,33 @@ using namespace plexus::dev;
 
 namespace {
 
-// Rank 0 sends to rank 1 over one connection.
+// Rank 0 sends to rank 1 over one connection. With inSlots the LL and LL128 lines travel in the Simple
+// slots, as over a proxy-driven connection (net), with connFifo recording each step's bytes.
 struct Link {
-  std::vector<char> simple = std::vector<char>(PLEXUS_STEPS * 4096);
+  int stepSize;
+  std::vector<char> simple;
   std::vector<plexusLLFifoLine_v1_t> ll = std::vector<plexusLLFifoLine_v1_t>(PLEXUS_STEPS * PLEXUS_LL_SLOT_LINES);
+  std::vector<uint64_t> ll128 = std::vector<uint64_t>(PLEXUS_LL128_BUFF_BYTES / 8);
+  plexusConnFifo_v1_t fifo[PLEXUS_STEPS];
   alignas(64) uint64_t head = 0, tail = 0;
   uint32_t abortFlag = 0;
   plexusDevChannelPeer_v1_t peers[2][2]{};  // [rank][peer]
   plexusDevChannel_v1_t ch[2]{};
   plexusDevComm_v1_t comm[2]{};
 
-  Link() {
+  explicit Link(int step = 4096, bool inSlots = false) : stepSize(step), simple((size_t)PLEXUS_STEPS * step) {
+    for (auto& f : fifo) f = plexusConnFifo_v1_t{PLEXUS_MODE_NORMAL, 0, PLEXUS_CONNFIFO_FREE, nullptr};
     for (int r = 0; r < 2; r++) {
       plexusConnInfo_v1_t& c = r == 0 ? peers[0][1].send.conn : peers[1][0].recv.conn;
       c.buffs[PLEXUS_PROTO_SIMPLE] = simple.data();
       c.buffs[PLEXUS_PROTO_LL] = (char*)ll.data();
-      c.stepSize = 4096;  // Simple: 4 KiB per step
+      c.buffs[PLEXUS_PROTO_LL128] = (char*)ll128.data();
+      if (inSlots) {
+        c.buffs[PLEXUS_PROTO_LL] = c.buffs[PLEXUS_PROTO_LL128] = simple.data();
+        c.flags = PLEXUS_CONN_LL_IN_SLOTS;
+        c.connFifo = fifo;
+      }
+      c.stepSize = step;
       c.head = &head;
       c.tail = &tail;
       ch[r].peers = peers[r];
@@ -42,8 +58,8 @@ struct Link {
 };
 
 template <template <typename, typename> class Prims>
-void sendRecv(size_t n, bool reduce) {
-  Link link;
+void sendRecv(size_t n, bool reduce, int stepSize = 4096) {
+  Link link(stepSize);
   std::vector<float> src(n), mine(n), out(n, -1.0f);
   for (size_t i = 0; i < n; i++) src[i] = (float)i, mine[i] = 0.5f;
   std::thread sender([&] {
@@ -82,6 +98,133 @@ TEST_CASE("primitives: LL send/recv and recvReduceCopy over many steps") {
   }
 }
 
+TEST_CASE("primitives: LL128 send/recv and recvReduceCopy over many steps") {
+  // 4 KiB Simple steps: 32 lines (3840 bytes) per LL128 step; 64 KiB: a whole slot of 512 lines.
+  for (int step : {4096, 65536})
+    for (size_t n : {1ul, 29ul, 30ul, 31ul, 959ul, 960ul, 961ul, 15360ul, 15361ul, 100000ul}) {
+      CAPTURE(step);
+      sendRecv<PrimitivesLL128>(n, false, step);
+      sendRecv<PrimitivesLL128>(n, true, step);
+    }
+}
+
+namespace {
+
+// The bytes a sender of `bytes` bytes (pattern below) leaves in the buffers of a link, step by step,
+// with no receiver (the first PLEXUS_STEPS steps need no credit).
+unsigned char pattern(size_t i) { return (unsigned char)(i * 7 + 3); }
+
+template <template <typename, typename> class Prims>
+void sendAlone(Link& link, size_t bytes) {
+  std::vector<unsigned char> src(bytes);
+  for (size_t i = 0; i < bytes; i++) src[i] = pattern(i);
+  int peer = 1;
+  Prims<uint8_t, FuncSum<uint8_t>> p(&link.comm[0], &link.ch[0], 0, 1, nullptr, 0, &peer, 1, src.data(), nullptr, 0);
+  p.send(0, bytes);
+  CHECK(p.ok());
+}
+
+uint64_t word(const void* base, size_t byteOffset) {
+  uint64_t w;
+  memcpy(&w, (const char*)base + byteOffset, 8);
+  return w;
+}
+
+// LL128 (nccl-abi.md §5.5): 128-byte lines; bytes 0..119 of line j of step s are bytes
+// (s * linesPerStep + j) * 120 .. + 119 of the data, bytes 120..127 the flag, the uint64 s + 1.
+void checkLL128Layout(int stepSize, bool inSlots) {
+  const size_t linesPerStep = std::min<size_t>(512, (size_t)stepSize / 128);
+  const size_t perStep = linesPerStep * 120;
+  const size_t bytes = 3 * perStep + 121;  // three whole steps, then a line and one byte
+  Link link(stepSize, inSlots);
+  sendAlone<PrimitivesLL128>(link, bytes);
+  const size_t steps = (bytes + perStep - 1) / perStep;
+  CHECK(link.tail == steps);
+  CHECK(link.peers[0][1].send.conn.step == steps);
+  size_t wrongData = 0, wrongFlags = 0, wrongSizes = 0;
+  for (size_t s = 0; s < steps; s++) {
+    const char* slot = inSlots ? link.simple.data() + s * (size_t)stepSize
+                               : (const char*)link.ll128.data() + s * 512 * 128;
+    const size_t first = s * perStep, n = std::min(perStep, bytes - first), lines = (n + 119) / 120;
+    for (size_t j = 0; j < lines; j++) {
+      for (size_t b = 0; b < 120 && j * 120 + b < n; b++)
+        wrongData += (unsigned char)slot[j * 128 + b] != pattern(first + j * 120 + b);
+      wrongFlags += word(slot, j * 128 + 120) != s + 1;
+    }
+    // Lines past the step's data are not written.
+    for (size_t j = lines; j < linesPerStep; j++) wrongFlags += word(slot, j * 128 + 120) != 0;
+    if (inSlots) wrongSizes += link.fifo[s].size != (int64_t)(lines * 128);
+  }
+  CHECK(wrongData == 0);
+  CHECK(wrongFlags == 0);
+  CHECK(wrongSizes == 0);
+}
+
+// LL (nccl-abi.md §5.5): 16-byte lines {data1, flag1, data2, flag2} of 4-byte words; line j of step s
+// carries data bytes (s * 256 + j) * 8 .. + 7, the flags are (uint32) s + 1.
+void checkLLLayout(bool inSlots) {
+  const size_t perStep = 256 * 8, bytes = 2 * perStep + 13;
+  Link link(4096, inSlots);
+  sendAlone<PrimitivesLL>(link, bytes);
+  size_t wrong = 0;
+  for (size_t s = 0; s < 3; s++) {
+    const char* slot = inSlots ? link.simple.data() + s * 4096 : (const char*)link.ll.data() + s * 256 * 16;
+    const size_t first = s * perStep, n = std::min(perStep, bytes - first), lines = (n + 7) / 8;
+    for (size_t j = 0; j < lines; j++) {
+      uint32_t f[4];
+      memcpy(f, slot + j * 16, 16);
+      wrong += f[1] != s + 1 || f[3] != s + 1;
+      for (size_t b = 0; b < 8 && j * 8 + b < n; b++) {
+        const size_t at = b < 4 ? j * 16 + b : j * 16 + 8 + (b - 4);  // data1 at bytes 0..3, data2 at 8..11
+        wrong += (unsigned char)slot[at] != pattern(first + j * 8 + b);
+      }
+    }
+    if (inSlots) wrong += link.fifo[s].size != (int64_t)(lines * 16);
+  }
+  CHECK(wrong == 0);
+  CHECK(link.tail == 3);
+}
+
+}  // namespace
+
+TEST_CASE("primitives: LL128 lines as NCCL lays them out: 120 data bytes, then the flag step + 1") {
+  for (int step : {4096, 65536, 1 << 20})
+    for (bool inSlots : {false, true}) {
+      CAPTURE(step);
+      CAPTURE(inSlots);
+      checkLL128Layout(step, inSlots);
+    }
+}
+
+TEST_CASE("primitives: LL lines as NCCL lays them out: data1, flag1, data2, flag2") {
+  checkLLLayout(false);
+  checkLLLayout(true);
+}
+
+TEST_CASE("primitives: a receiver reads LL128 lines another thread writes, in Simple slots (proxy-driven)") {
+  // The receiver waits for tail, as behind a proxy, then for each line's flag.
+  for (size_t n : {1ul, 960ul, 50000ul}) {
+    Link link(8192, true);
+    std::vector<double> src(n), out(n, -1);
+    for (size_t i = 0; i < n; i++) src[i] = (double)i * 0.5;
+    std::thread sender([&] {
+      int peer = 1;
+      PrimitivesLL128<double, FuncSum<double>> p(&link.comm[0], &link.ch[0], 0, 1, nullptr, 0, &peer, 1, src.data(),
+                                                  nullptr, 0);
+      p.send(0, n);
+    });
+    {
+      int peer = 0;
+      PrimitivesLL128<double, FuncSum<double>> p(&link.comm[1], &link.ch[1], 0, 1, &peer, 1, nullptr, 0, nullptr,
+                                                  out.data(), 0);
+      p.recv(0, n);
+      CHECK(p.ok());
+    }
+    sender.join();
+    CHECK(out == src);
+  }
+}
+
 TEST_CASE("primitives: an abort releases a receiver whose sender never comes") {
   Link link;
   std::vector<float> out(100);
@@ -98,4 +241,22 @@ TEST_CASE("primitives: an abort releases a receiver whose sender never comes") {
   aborter.join();
   CHECK(link.ch[1].status == PLEXUS_CHANNEL_ABORTED);
   CHECK(link.ch[1].waitPeer == 0);
+}
+
+TEST_CASE("primitives: an abort releases an LL128 receiver whose sender never comes") {
+  Link link;
+  std::vector<float> out(1000);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    __atomic_store_n(&link.abortFlag, 1u, __ATOMIC_RELEASE);
+  });
+  int peer = 0;
+  {
+    PrimitivesLL128<float, FuncSum<float>> p(&link.comm[1], &link.ch[1], 0, 1, &peer, 1, nullptr, 0, nullptr,
+                                             out.data(), 0);
+    p.recv(0, 1000);
+    CHECK_FALSE(p.ok());
+  }
+  aborter.join();
+  CHECK(link.ch[1].status == PLEXUS_CHANNEL_ABORTED);
 }

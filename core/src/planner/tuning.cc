@@ -126,9 +126,13 @@ std::string describe(const Tuning& t, const Candidate& c) {
 }
 
 // The largest chunk each protocol's step loops take: two Simple steps (a rank fills one while its
-// peer drains the other), one LL slot of lines.
+// peer drains the other), one LL slot of lines, one LL128 step of lines (120 data bytes each).
 size_t maxChunk(const Tuning& t, int proto) {
-  return proto == PLEXUS_PROTO_LL ? (size_t)PLEXUS_LL_SLOT_LINES * 8 : t.stepBytes * 2;
+  switch (proto) {
+    case PLEXUS_PROTO_LL: return (size_t)PLEXUS_LL_SLOT_LINES * 8;
+    case PLEXUS_PROTO_LL128: return PLEXUS_LL128_STEP_LINES(t.stepBytes) * PLEXUS_LL128_DATA_BYTES;
+    default: return t.stepBytes * 2;
+  }
 }
 
 // What the tuner plugin made of the table (step 3).

@@ -92,6 +92,7 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
     setup.commCtx = commCtxOf(comm, conn.transport);
     setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
     setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
+    setup.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
     const plexusTransport_v1_t* api = conn.transport->api;
     ncclResult_t r = req.isSend ? api->sendSetup(conn.transport->ctx, &setup, &mine[i], &conn.resources)
                                 : api->recvSetup(conn.transport->ctx, &setup, &mine[i], &conn.resources);

@@ -45,6 +45,23 @@ typedef union plexusLLFifoLine_v1 {
   uint64_t v[2];
 } plexusLLFifoLine_v1_t;
 
+/* LL128 protocol (NCCL's): 128-byte lines of 16 uint64 words; words 0..14 carry 120 bytes of data and
+ * word 15 (PLEXUS_LL128_FLAG_WORD) the flag, step + 1 as a uint64, written only once the line's data is
+ * visible. A step is PLEXUS_LL128_STEP_LINES(stepSize) lines: PLEXUS_LL128_SLOT_LINES, or fewer where the
+ * Simple step is smaller (so that lines carried in Simple slots fit), the same on every connector of a
+ * communicator since stepSize is. Slot s of the LL128 buffer starts at s * PLEXUS_LL128_SLOT_LINES lines. */
+#define PLEXUS_LL128_LINE_BYTES 128
+#define PLEXUS_LL128_LINE_WORDS 16
+#define PLEXUS_LL128_DATA_WORDS 15
+#define PLEXUS_LL128_FLAG_WORD 15
+#define PLEXUS_LL128_DATA_BYTES (PLEXUS_LL128_DATA_WORDS * 8)
+#define PLEXUS_LL128_SLOT_LINES 512
+#define PLEXUS_LL128_BUFF_BYTES (PLEXUS_STEPS * PLEXUS_LL128_SLOT_LINES * PLEXUS_LL128_LINE_BYTES)
+#define PLEXUS_LL128_STEP_LINES(stepSize)                                                              \
+  ((size_t)(stepSize) / PLEXUS_LL128_LINE_BYTES < (size_t)PLEXUS_LL128_SLOT_LINES                  \
+       ? (size_t)(stepSize) / PLEXUS_LL128_LINE_BYTES                                               \
+       : (size_t)PLEXUS_LL128_SLOT_LINES)
+
 /* connFifo modes and the "slot free" size, as NCCL's. */
 #define PLEXUS_MODE_NORMAL 0
 #define PLEXUS_MODE_OFFSET 1
@@ -80,8 +97,8 @@ typedef struct plexusPtrExchange_v1 {
   uint64_t serial; /* and the allocation's serial number in that process (fds are reused) */
 } plexusPtrExchange_v1_t;
 
-/* plexusConnInfo_v1_t.flags. LL_IN_SLOTS: the connection's LL lines travel in its Simple slots, whole
- * slots at a time (a proxy moves them over a network): step s's lines are at
+/* plexusConnInfo_v1_t.flags. LL_IN_SLOTS: the connection's LL and LL128 lines travel in its Simple
+ * slots, whole slots at a time (a proxy moves them over a network): step s's lines are at
  * buffs[PLEXUS_PROTO_SIMPLE] + (s % PLEXUS_STEPS) * stepSize, the sender records their bytes in
  * connFifo and publishes tail, and a receiver reads them once *tail > s. */
 #define PLEXUS_CONN_LL_IN_SLOTS 0x1
@@ -247,6 +264,8 @@ typedef struct plexusDevKernelArgs_v1 {
 #ifdef __cplusplus
 } /* extern "C" */
 static_assert(sizeof(plexusLLFifoLine_v1_t) == 16, "plexusLLFifoLine_v1_t layout");
+static_assert(PLEXUS_LL128_LINE_WORDS * 8 == PLEXUS_LL128_LINE_BYTES && PLEXUS_LL128_DATA_BYTES == 120,
+              "LL128 line layout");
 static_assert(sizeof(plexusConnFifo_v1_t) == 24, "plexusConnFifo_v1_t layout");
 static_assert(sizeof(plexusPtrExchange_v1_t) == 64, "plexusPtrExchange_v1_t layout");
 static_assert(offsetof(plexusConnInfo_v1_t, tail) == 48, "plexusConnInfo_v1_t layout");

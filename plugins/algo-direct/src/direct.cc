@@ -37,20 +37,28 @@ ncclResult_t directBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
+// What a protocol does to a hop's latency and to the bandwidth, against Simple's: as algo-ring's (see
+// there, with the measurements behind LL128's figures).
+float protoHop(const plexusAlgoTopo_v2_t& t, int proto) {
+  const float ll = t.coresShared ? 0.8f : 0.25f;
+  return proto == PLEXUS_PROTO_LL ? ll : proto == PLEXUS_PROTO_LL128 ? ll + 0.6f * (1.0f - ll) : 1.0f;
+}
+float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : proto == PLEXUS_PROTO_LL128 ? 0.4f : 1.0f; }
+
 // Alpha-beta model on one channel with the link figures the core gives: one hop of latency (but
 // where the node's ranks share cores every other rank has to run before the step completes, a hop
 // each), plus the bytes the busiest rank puts on its links (nBytes is NCCL's size for func):
 //   AllReduce, Broadcast, Reduce  (n-1) * nBytes   (every rank, or root, talks to every other)
 //   AllGather, ReduceScatter      (n-1)/n * nBytes (as a ring, in one hop)
-// at 70% of a ring's link bandwidth: every rank copies and reduces whole buffers, not parts. LL as in
-// algo-ring: a quarter of the hop, a quarter of the bandwidth.
+// at 70% of a ring's link bandwidth: every rank copies and reduces whole buffers, not parts. LL and
+// LL128 as in algo-ring (protoHop, protoBandwidth).
 ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;
   const int n = t.nRanks;
   *timeUs = -1.0f;
   if (t.nNodes != 1 || n - 1 > PLEXUS_MAX_PRIM_PEERS || nChannels != 1) return ncclSuccess;
-  if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
+  if (proto < 0 || proto >= PLEXUS_NUM_PROTOCOLS) return ncclSuccess;
   const float bytes = (float)nBytes;
   float linkBytes;
   switch (func) {
@@ -65,11 +73,9 @@ ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, in
     *timeUs = bytes / (t.localGBs * 1e3f);
     return ncclSuccess;
   }
-  const bool ll = proto == PLEXUS_PROTO_LL;
   const float hops = t.coresShared ? (float)(n - 1) : 1.0f;
-  const float gbs = t.localGBs * 0.7f * (ll ? 0.25f : 1.0f);
-  // LL saves the tail round trip of a hop; where a hop is a context switch (cores shared), a fifth of it.
-  *timeUs = hops * t.localHopUs * (!ll ? 1.0f : t.coresShared ? 0.8f : 0.25f) + linkBytes / (gbs * 1e3f);
+  const float gbs = t.localGBs * 0.7f * protoBandwidth(proto);
+  *timeUs = hops * t.localHopUs * protoHop(t, proto) + linkBytes / (gbs * 1e3f);
   return ncclSuccess;
 }
 
@@ -90,17 +96,25 @@ ncclResult_t directFinalize(void* ctx) {
 
 }  // namespace
 
+#ifdef PLEXUS_ALGO_CUDA
+extern "C" ncclResult_t plexusDirectGetCudaKernel(void* ctx, const plexusDevWork_v1_t* work, void** function);
+#endif
+
 extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
     PLEXUS_ALGO_ABI_VERSION,
     sizeof(plexusAlgo_v2_t),
     "direct",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
         (1u << ncclFuncReduceScatter),
-    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
+    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL) | (1u << PLEXUS_PROTO_LL128),
     directInit,
     directBuildGraph,
     directCost,
     directRunHost,
-    nullptr, /* CUDA kernels: not yet; src/direct_device_check.cu keeps the step loops CUDA-clean */
+#ifdef PLEXUS_ALGO_CUDA
+    plexusDirectGetCudaKernel,
+#else
+    nullptr,
+#endif
     directFinalize,
 };

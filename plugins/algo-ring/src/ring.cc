@@ -2,6 +2,7 @@
 #include <plexus/algo_v2.h>
 #include <plexus/device/kernel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,20 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
+// What a protocol does to a hop's latency and to the bandwidth, against Simple's. LL: a receiver
+// polls the data lines themselves, which saves the tail round trip of a hop (three quarters of it;
+// where a hop is a context switch, cores shared, a fifth), at a quarter of the bandwidth (8 data
+// bytes in 16, staged through registers). LL128, as measured on the host backend (plexus-perf
+// all_reduce, 2 and 4 ranks on 2 cores, 8 B to 4 MiB): about as fast as LL and Simple for small
+// buffers, 40% of Simple's bandwidth for large ones (a 120-byte line at a time, a flag check and a
+// release each), never faster than both; its hop is priced 60% of the way from LL's to Simple's, so
+// that wherever it would beat LL, Simple beats it first and the model keeps LL and Simple on the host.
+float protoHop(const plexusAlgoTopo_v2_t& t, int proto) {
+  const float ll = t.coresShared ? 0.8f : 0.25f;
+  return proto == PLEXUS_PROTO_LL ? ll : proto == PLEXUS_PROTO_LL128 ? ll + 0.6f * (1.0f - ll) : 1.0f;
+}
+float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : proto == PLEXUS_PROTO_LL128 ? 0.4f : 1.0f; }
+
 // Alpha-beta model with the link figures the core gives (topo): the steps on the critical path
 // times a hop's latency, the bytes the busiest link carries over the channels' bandwidth, and the
 // pipeline's fill (the first chunk crosses every step before the last link is busy). nBytes is
@@ -67,15 +82,14 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
 //   AllReduce                2(n-1) steps, 2(n-1)/n * nBytes per link (reduce-scatter + all-gather)
 //   AllGather/ReduceScatter  n-1 steps,    (n-1)/n * nBytes per link
 //   Broadcast/Reduce         n-1 steps,    nBytes per link (every link on the chain)
-// Across nodes, the ring's nNodes network hops set its bandwidth and add their latency. LL: a
-// receiver polls the data lines themselves (a quarter of Simple's hop on the host), at a quarter of
-// the bandwidth (half of each line is flags, and it is staged through registers).
+// Across nodes, the ring's nNodes network hops set its bandwidth and add their latency. LL and LL128
+// change a hop and the bandwidth (protoHop, protoBandwidth).
 ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;
   const int n = t.nRanks;
   *timeUs = -1.0f;
-  if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
+  if (proto < 0 || proto >= PLEXUS_NUM_PROTOCOLS) return ncclSuccess;
   const float bytes = (float)nBytes, ch = (float)(nChannels > 0 ? nChannels : 1);
   float steps, linkBytes, partBytes;
   switch (func) {
@@ -102,14 +116,12 @@ ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
     *timeUs = bytes / (t.localGBs * 1e3f);
     return ncclSuccess;
   }
-  const bool ll = proto == PLEXUS_PROTO_LL;
   const float netShare = (float)(t.nNodes > 1 ? t.nNodes : 0) / n;  // of the ring's hops
   const float hopUs = (1.0f - netShare) * t.localHopUs + netShare * t.netHopUs;
-  const float gbs = (t.nNodes > 1 ? t.netGBs : t.localGBs) * (ll ? 0.25f : 1.0f);
-  const float grain = partBytes < (float)t.stepBytes ? partBytes : (float)t.stepBytes;
-  // LL saves the tail round trip of a hop; where a hop is a context switch (cores shared), a fifth of it.
-  const float llHop = !ll ? 1.0f : t.coresShared ? 0.8f : 0.25f;
-  *timeUs = steps * hopUs * llHop + linkBytes / (gbs * ch * 1e3f) + (steps - 1) * grain / (gbs * 1e3f);
+  const float gbs = (t.nNodes > 1 ? t.netGBs : t.localGBs) * protoBandwidth(proto);
+  float grain = partBytes < (float)t.stepBytes ? partBytes : (float)t.stepBytes;
+  if (proto == PLEXUS_PROTO_LL128) grain = std::min(partBytes, (float)(PLEXUS_LL128_STEP_LINES(t.stepBytes) * 120));
+  *timeUs = steps * hopUs * protoHop(t, proto) + linkBytes / (gbs * ch * 1e3f) + (steps - 1) * grain / (gbs * 1e3f);
   return ncclSuccess;
 }
 
@@ -132,7 +144,7 @@ ncclResult_t ringFinalize(void* ctx) {
 
 }  // namespace
 
-#ifdef PLEXUS_ALGO_RING_CUDA
+#ifdef PLEXUS_ALGO_CUDA
 extern "C" ncclResult_t plexusRingGetCudaKernel(void* ctx, const plexusDevWork_v1_t* work, void** function);
 #endif
 
@@ -142,12 +154,12 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
     "ring",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
         (1u << ncclFuncReduceScatter),
-    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
+    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL) | (1u << PLEXUS_PROTO_LL128),
     ringInit,
     ringBuildGraph,
     ringCost,
     ringRunHost,
-#ifdef PLEXUS_ALGO_RING_CUDA
+#ifdef PLEXUS_ALGO_CUDA
     plexusRingGetCudaKernel,
 #else
     nullptr,

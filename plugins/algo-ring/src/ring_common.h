@@ -10,8 +10,6 @@
 
 #include <stdint.h>
 
-#include <type_traits>
-
 namespace plexus::ring {
 
 using namespace plexus::dev;
@@ -26,11 +24,6 @@ class RingPrims : public ProtocolPrims<T, F> {
       : ProtocolPrims<T, F>(comm, ch, tid, nthreads, proto, &ch->ring.prev, 1, &ch->ring.next, 1, input, output,
                             redOpArg) {}
 };
-
-/* True for the (type, operator) pair the non-reducing collectives of T's size run as (CopyType, with
- * FuncSum never applied). */
-template <typename T, typename F>
-constexpr bool isCopyInstance = std::is_same_v<T, CopyType<T>> && std::is_same_v<F, FuncSum<T>>;
 
 /* The part [*off, *off + *n) of `count` elements this channel owns. */
 template <typename T>

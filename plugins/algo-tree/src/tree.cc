@@ -71,6 +71,14 @@ ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
+// What a protocol does to a hop's latency and to the bandwidth, against Simple's: as algo-ring's (see
+// there, with the measurements behind LL128's figures).
+float protoHop(const plexusAlgoTopo_v2_t& t, int proto) {
+  const float ll = t.coresShared ? 0.8f : 0.25f;
+  return proto == PLEXUS_PROTO_LL ? ll : proto == PLEXUS_PROTO_LL128 ? ll + 0.6f * (1.0f - ll) : 1.0f;
+}
+float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : proto == PLEXUS_PROTO_LL128 ? 0.4f : 1.0f; }
+
 // Alpha-beta model with the link figures the core gives, over the deepest way to the root (D hops,
 // some within a node, some across):
 //   AllReduce          2D hops (up, then down), and the busiest rank moves its buffer up and down:
@@ -82,20 +90,20 @@ ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
 // Where the node's ranks share cores, a level of the tree is done when each of its ranks has had a
 // core: ceil(ranks at the level / cores) context switches a level, each a local hop; and the copies
 // of every rank queue on the same cores, so the work of all ranks counts: the tree's is 1.6 times
-// the ring's (measured: 8 ranks on 2 cores, 512 KiB to 16 MiB). LL as in algo-ring: a quarter of the hop, a quarter of the bandwidth.
+// the ring's (measured: 8 ranks on 2 cores, 512 KiB to 16 MiB). LL and LL128 as in algo-ring (protoHop, protoBandwidth).
 ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;
   const int n = t.nRanks;
   *timeUs = -1.0f;
-  if (proto != PLEXUS_PROTO_SIMPLE && proto != PLEXUS_PROTO_LL) return ncclSuccess;
+  if (proto < 0 || proto >= PLEXUS_NUM_PROTOCOLS) return ncclSuccess;
   if (func != ncclFuncAllReduce && func != ncclFuncBroadcast && func != ncclFuncReduce) return ncclSuccess;
   const float bytes = (float)nBytes, ch = (float)(nChannels > 0 ? nChannels : 1);
   if (n <= 1) {
     *timeUs = bytes / (t.localGBs * 1e3f);
     return ncclSuccess;
   }
-  const bool ll = proto == PLEXUS_PROTO_LL, allReduce = func == ncclFuncAllReduce;
+  const bool allReduce = func == ncclFuncAllReduce;
   const float ways = allReduce ? 2.0f : 1.5f;
   float localHops = (float)c->deepest.local;
   if (t.coresShared && t.nNodes == 1) {
@@ -116,16 +124,16 @@ ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
     linkBytes = t.coresShared ? 2.0f * ringBytes : (1 + c->arity) / 2.0f * (allReduce ? 2.0f : 1.0f) * bytes;
     gbs = t.localGBs;
   }
-  gbs *= ll ? 0.25f : 1.0f;
-  // The pipeline's grain: an LL slot, or the step loops' Simple chunk (treeChunk).
+  gbs *= protoBandwidth(proto);
+  // The pipeline's grain: the step loops' chunk (treeChunk), within an LL slot or an LL128 step of lines.
   const float part = bytes / ch;
-  float grain = ll ? (float)(PLEXUS_LL_SLOT_LINES * 8) : std::max(part / (2.0f * (c->widths.size())), 65536.0f);
+  float grain = std::max(part / (2.0f * (c->widths.size())), 65536.0f);
+  if (proto == PLEXUS_PROTO_LL) grain = (float)(PLEXUS_LL_SLOT_LINES * 8);
+  if (proto == PLEXUS_PROTO_LL128) grain = std::min(grain, (float)(PLEXUS_LL128_STEP_LINES(t.stepBytes) * 120));
   grain = std::min(std::min(grain, part), (float)t.stepBytes);
-  // LL saves the tail round trip of a hop; where a hop is a context switch (cores shared), a fifth of it.
   // The pipeline fills one rank at a time, so each hop of it has a core to itself.
   const float fillGBs = t.coresShared && t.nNodes == 1 ? gbs * (float)t.coresShared : gbs;
-  *timeUs = hopUs * (!ll ? 1.0f : t.coresShared ? 0.8f : 0.25f) + linkBytes / (gbs * ch * 1e3f) +
-            (hops - 1) * grain / (fillGBs * 1e3f);
+  *timeUs = hopUs * protoHop(t, proto) + linkBytes / (gbs * ch * 1e3f) + (hops - 1) * grain / (fillGBs * 1e3f);
   return ncclSuccess;
 }
 
@@ -146,16 +154,24 @@ ncclResult_t treeFinalize(void* ctx) {
 
 }  // namespace
 
+#ifdef PLEXUS_ALGO_CUDA
+extern "C" ncclResult_t plexusTreeGetCudaKernel(void* ctx, const plexusDevWork_v1_t* work, void** function);
+#endif
+
 extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAlgoPlugin_v2 = {
     PLEXUS_ALGO_ABI_VERSION,
     sizeof(plexusAlgo_v2_t),
     "tree",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce),
-    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL),
+    (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL) | (1u << PLEXUS_PROTO_LL128),
     treeInit,
     treeBuildGraph,
     treeCost,
     treeRunHost,
-    nullptr, /* CUDA kernels: not yet; src/tree_device_check.cu keeps the step loops CUDA-clean */
+#ifdef PLEXUS_ALGO_CUDA
+    plexusTreeGetCudaKernel,
+#else
+    nullptr,
+#endif
     treeFinalize,
 };

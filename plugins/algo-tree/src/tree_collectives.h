@@ -172,7 +172,29 @@ PLEXUS_HD void runBroadcast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
   }
 }
 
-/* Runs one work item on one channel for the (datatype, redop) it carries. */
+PLEXUS_HD bool isCopyFunc(int func) { return func == ncclFuncBroadcast; }
+
+/* The collectives that reduce (AllReduce, Reduce) for (T, F); false for another func. */
+template <typename T, typename F>
+PLEXUS_HD_OUTLINE bool runReducing(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch,
+                                   const plexusDevWork_v1_t* w, int tid, int nthreads) {
+  switch (w->func) {
+    case ncclFuncAllReduce: runAllReduce<T, F>(comm, ch, w, tid, nthreads); return true;
+    case ncclFuncReduce: runReduce<T, F>(comm, ch, w, tid, nthreads); return true;
+  }
+  return false;
+}
+
+/* Broadcast, which only moves bytes, on C, one of CopyType's unsigned types; false for another func. */
+template <typename C>
+PLEXUS_HD_OUTLINE bool runCopying(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch,
+                                  const plexusDevWork_v1_t* w, int tid, int nthreads) {
+  if (w->func != ncclFuncBroadcast) return false;
+  runBroadcast<C>(comm, ch, w, tid, nthreads);
+  return true;
+}
+
+/* Runs one work item on one channel for the (datatype, redop) it carries: the host backend's runner. */
 struct Runner {
   const plexusDevComm_v1_t* comm;
   plexusDevChannel_v1_t* ch;
@@ -182,12 +204,33 @@ struct Runner {
 
   template <typename T, typename F>
   PLEXUS_HD_OUTLINE void operator()() {
-    switch (w->func) {
-      case ncclFuncAllReduce: runAllReduce<T, F>(comm, ch, w, tid, nthreads); break;
-      case ncclFuncReduce: runReduce<T, F>(comm, ch, w, tid, nthreads); break;
-      case ncclFuncBroadcast: runBroadcast<CopyType<T>>(comm, ch, w, tid, nthreads); break;
-      default: known = false;
-    }
+    if (isCopyFunc(w->func)) known = runCopying<CopyType<T>>(comm, ch, w, tid, nthreads);
+    else known = runReducing<T, F>(comm, ch, w, tid, nthreads);
+  }
+};
+
+/* The CUDA kernels' runners: a reducing kernel of (T, F) and a copy kernel of element type T
+ * (plexus/device/cuda_kernels.cuh); each instantiates only its own collectives. */
+struct ReduceRunner {
+  const plexusDevComm_v1_t* comm;
+  plexusDevChannel_v1_t* ch;
+  const plexusDevWork_v1_t* w;
+  int tid, nthreads;
+  bool known;
+  template <typename T, typename F>
+  PLEXUS_HD void operator()() {
+    known = runReducing<T, F>(comm, ch, w, tid, nthreads);
+  }
+};
+struct CopyRunner {
+  const plexusDevComm_v1_t* comm;
+  plexusDevChannel_v1_t* ch;
+  const plexusDevWork_v1_t* w;
+  int tid, nthreads;
+  bool known;
+  template <typename T, typename F>
+  PLEXUS_HD void operator()() {
+    known = runCopying<T>(comm, ch, w, tid, nthreads);
   }
 };
 

@@ -280,7 +280,8 @@ ncclResult_t netSendSetup(void*, const plexusTransportSetup_v1_t* setup, plexusC
 void fillConn(const NetConn* c, plexusConnInfo_v1_t* conn) {
   memset(conn, 0, sizeof(*conn));
   conn->buffs[PLEXUS_PROTO_SIMPLE] = c->kernelBuff;
-  conn->buffs[PLEXUS_PROTO_LL] = c->kernelBuff;  // LL lines travel in the Simple slots
+  conn->buffs[PLEXUS_PROTO_LL] = c->kernelBuff;  // LL and LL128 lines travel in the Simple slots
+  conn->buffs[PLEXUS_PROTO_LL128] = c->kernelBuff;
   conn->mhandles[PLEXUS_PROTO_SIMPLE] = c->mhandle;
   conn->tail = &c->kernelCtrl->tail;
   conn->head = &c->kernelCtrl->head;

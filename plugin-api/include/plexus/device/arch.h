@@ -13,11 +13,13 @@
 #else
 #define PLEXUS_HD inline __attribute__((always_inline))
 #endif
-/* The host's entry into one (datatype, redop) instance of a step loop: kept out of line, so that a
- * dispatcher over every instance has the frame of one, not the sum of all (which AddressSanitizer's
- * redzones grow past a thread's stack). */
+/* Code kept out of line on both backends: a step loop's entry for one (datatype, redop) instance and
+ * each protocol's primitive operation. Compiled once per (T, F) and called, never inlined into every
+ * caller: on the host a dispatcher over every instance then has the frame of one, not the sum of all
+ * (which AddressSanitizer's redzones grow past a thread's stack); on CUDA each is compiled once per
+ * translation unit instead of once per kernel, which keeps nvcc's time within CI's. */
 #if defined(__CUDACC__)
-#define PLEXUS_HD_OUTLINE __host__ __device__ inline
+#define PLEXUS_HD_OUTLINE __host__ __device__ inline __noinline__
 #else
 #define PLEXUS_HD_OUTLINE inline __attribute__((noinline))
 #endif
@@ -73,6 +75,22 @@ PLEXUS_HD void storeRelaxed(volatile T* p, V v) {
 #endif
 }
 
+/* A flag another agent publishes with storeRelease, polled until it holds and then acquired: on CUDA
+ * each poll is a plain (volatile) load and one fence follows the poll that succeeds; on the host each
+ * poll is an acquire load (a plain move on x86). */
+PLEXUS_HD uint64_t loadFlag(const volatile uint64_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *p;
+#else
+  return __atomic_load_n(const_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE);
+#endif
+}
+PLEXUS_HD void flagAcquired() {
+#if defined(__CUDA_ARCH__)
+  __threadfence_system();
+#endif
+}
+
 PLEXUS_HD void storeRelease64(volatile int64_t* p, int64_t v) {
 #if defined(__CUDA_ARCH__)
   __threadfence_system();
@@ -86,6 +104,32 @@ PLEXUS_HD void storeRelease64(volatile int64_t* p, int64_t v) {
 PLEXUS_HD void barrier() {
 #if defined(__CUDA_ARCH__)
   __syncthreads();
+#endif
+}
+
+/* A barrier that tells every thread whether any thread passed true: how the threads of a channel agree
+ * to stop (abort, timeout) at the same point, so that none is left waiting at a later barrier. */
+PLEXUS_HD bool barrierAny(bool pred) {
+#if defined(__CUDA_ARCH__)
+  return __syncthreads_or(pred ? 1 : 0) != 0;
+#else
+  return pred;
+#endif
+}
+
+/* The same within a warp (all 32 lanes call it); the host's "warp" is its one thread. */
+PLEXUS_HD bool warpAny(bool pred) {
+#if defined(__CUDA_ARCH__)
+  return __any_sync(0xffffffffu, pred ? 1 : 0) != 0;
+#else
+  return pred;
+#endif
+}
+
+/* Orders the stores of the warp's lanes before what any lane does next (all 32 lanes call it). */
+PLEXUS_HD void warpSync() {
+#if defined(__CUDA_ARCH__)
+  __syncwarp();
 #endif
 }
 

@@ -1,7 +1,10 @@
 /*
  * Primitives over the Simple protocol: the building blocks of every step loop (send, recv,
  * recvReduceSend, recvReduceCopySend, copySend, recvCopySend, recvReduceCopy). One instance serves
- * one channel's step loop against a set of recv peers and send peers.
+ * one channel's step loop against a set of recv peers and send peers. What every protocol shares is
+ * here too: the waits, the connectors' step counts (PeerConns), the state of one instance
+ * (PrimState) and the named operations (PrimitiveOps); primitives_ll.h and primitives_ll128.h add
+ * the LL and LL128 protocols, protocol_prims.h picks one at run time.
  *
  * Handshake per step (NCCL's Simple protocol, nccl-abi.md §5.2): a sender waits for credit
  * (head + PLEXUS_STEPS > step), writes slot step % PLEXUS_STEPS of the receiver's buffer, records
@@ -117,136 +120,193 @@ struct PeerConns {
   }
 };
 
-/* The operations every protocol's primitives offer, each one instance of the protocol's
- * op<Recv, Send, Src, Dst>: Recv takes from the recv peers, Send gives to the send peers, Src reads
- * the input (where a rank's own data enters, the operator's pre-op applies), Dst writes the output.
- * Offsets are in elements of the input/output buffers given at construction. */
+/* What one primitive call does: take from the recv peers (Recv), give to the send peers (Send), read
+ * the input (Src: where a rank's own data enters, the operator's pre-op applies), write the output
+ * (Dst). Each protocol has one function per (T, F) for every combination, chosen by these bits at run
+ * time: compiled once, not once per named operation. */
+enum : unsigned { kPrimRecv = 1u, kPrimSend = 2u, kPrimSrc = 4u, kPrimDst = 8u };
+
+/* The operations every protocol's primitives offer, each one call of the protocol's
+ * run(flags, inOff, outOff, n, postOp, selfPos). Offsets are in elements of the input/output buffers
+ * given at construction. */
 template <typename Derived>
 class PrimitiveOps {
  public:
-  PLEXUS_HD void send(size_t inOff, size_t n) { d().template op<false, true, true, false>(inOff, 0, n, false); }
+  PLEXUS_HD void send(size_t inOff, size_t n) { d().run(kPrimSend | kPrimSrc, inOff, 0, n, false, -1); }
   PLEXUS_HD void recv(size_t outOff, size_t n, bool postOp = false) {
-    d().template op<true, false, false, true>(0, outOff, n, postOp);
+    d().run(kPrimRecv | kPrimDst, 0, outOff, n, postOp, -1);
   }
-  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { d().template op<true, true, true, false>(inOff, 0, n, false); }
+  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { d().run(kPrimRecv | kPrimSend | kPrimSrc, inOff, 0, n, false, -1); }
   PLEXUS_HD void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    d().template op<true, true, true, true>(inOff, outOff, n, postOp);
+    d().run(kPrimRecv | kPrimSend | kPrimSrc | kPrimDst, inOff, outOff, n, postOp, -1);
   }
   PLEXUS_HD void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    d().template op<true, false, true, true>(inOff, outOff, n, postOp);
+    d().run(kPrimRecv | kPrimSrc | kPrimDst, inOff, outOff, n, postOp, -1);
   }
   PLEXUS_HD void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    d().template op<false, true, true, true>(inOff, outOff, n, postOp);
+    d().run(kPrimSend | kPrimSrc | kPrimDst, inOff, outOff, n, postOp, -1);
   }
   PLEXUS_HD void recvCopySend(size_t outOff, size_t n, bool postOp = false) {
-    d().template op<true, true, false, true>(0, outOff, n, postOp);
+    d().run(kPrimRecv | kPrimSend | kPrimDst, 0, outOff, n, postOp, -1);
   }
-  PLEXUS_HD void recvSend(size_t n) { d().template op<true, true, false, false>(0, 0, n, false); }
+  PLEXUS_HD void recvSend(size_t n) { d().run(kPrimRecv | kPrimSend, 0, 0, n, false, -1); }
   /* Direct algorithms: reduces the recv peers' slices together with this rank's own slice, already in
    * the output with the pre-op applied (copySend put it there), taken at position selfPos among the
    * recv peers, into the output. With peers in rank order every rank combines the same values in the
    * same order, so every rank gets the same bits. */
   PLEXUS_HD void recvReduceOrdered(size_t outOff, size_t n, int selfPos, bool postOp = false) {
-    d().template op<true, false, false, true>(0, outOff, n, postOp, selfPos);
+    d().run(kPrimRecv | kPrimDst, 0, outOff, n, postOp, selfPos);
   }
   /* Sends what is already in the output (NCCL's directSendFromOutput): no pre-op, it was applied
    * when the data entered. */
-  PLEXUS_HD void sendFromOutput(size_t outOff, size_t n) { d().template op<false, true, false, false>(0, outOff, n, false, 0); }
+  PLEXUS_HD void sendFromOutput(size_t outOff, size_t n) { d().run(kPrimSend, 0, outOff, n, false, 0); }
 
  private:
   PLEXUS_HD Derived& d() { return *static_cast<Derived*>(this); }
 };
 
+/* One primitives instance, whatever its protocol: the channel, this thread's place among the channel's
+ * threads, the buffers, the operator and the connectors. Every thread of the channel holds its own
+ * copy and advances the step counts alike; thread 0 stores them back (finish). */
 template <typename T, typename F>
-class Primitives : public PrimitiveOps<Primitives<T, F>> {
-  friend class PrimitiveOps<Primitives<T, F>>;
+struct PrimState {
+  const plexusDevComm_v1_t* comm;
+  plexusDevChannel_v1_t* ch;
+  int tid, nthreads;
+  const T* input;
+  T* output;
+  F func;
+  size_t minStep; /* the smallest Simple step (bytes) of the connectors; SIZE_MAX without peers */
+  bool stopped;   /* the threads agreed that the channel stopped (abort, timeout) */
+  PeerConns p;
 
- public:
-  PLEXUS_HD Primitives(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
-                       const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
-                       void* output, uint64_t redOpArg)
-      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), input_((const T*)input), output_((T*)output),
-        func_(redOpArg) {
-    p_.load(ch, recvPeers, nrecv, sendPeers, nsend);
-    sliceElems_ = (size_t)-1;
+  PLEXUS_HD PrimState(const plexusDevComm_v1_t* comm_, plexusDevChannel_v1_t* ch_, int tid_, int nthreads_,
+                      const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input_,
+                      void* output_, uint64_t redOpArg)
+      : comm(comm_), ch(ch_), tid(tid_), nthreads(nthreads_), input((const T*)input_), output((T*)output_),
+        func(redOpArg), minStep((size_t)-1), stopped(loadRelaxed(&ch_->status) != PLEXUS_CHANNEL_OK) {
+    p.load(ch_, recvPeers, nrecv, sendPeers, nsend);
     for (int i = 0; i < nrecv; i++)
-      if ((size_t)p_.recv[i]->stepSize / sizeof(T) < sliceElems_) sliceElems_ = (size_t)p_.recv[i]->stepSize / sizeof(T);
+      if ((size_t)p.recv[i]->stepSize < minStep) minStep = (size_t)p.recv[i]->stepSize;
     for (int i = 0; i < nsend; i++)
-      if ((size_t)p_.send[i]->stepSize / sizeof(T) < sliceElems_) sliceElems_ = (size_t)p_.send[i]->stepSize / sizeof(T);
+      if ((size_t)p.send[i]->stepSize < minStep) minStep = (size_t)p.send[i]->stepSize;
   }
 
-  PLEXUS_HD ~Primitives() {
-    if (tid_ == 0) p_.store();
+  /* On the host the channel's status itself; on CUDA what the threads last agreed on (stopAll), so that
+   * every thread of the block takes the same branch of a step loop. */
+  PLEXUS_HD bool ok() const {
+#if defined(__CUDA_ARCH__)
+    return !stopped;
+#else
+    return !stopped && loadRelaxed(&ch->status) == PLEXUS_CHANNEL_OK;
+#endif
   }
+  /* A barrier of the channel's threads, after which all of them know whether any saw the channel stop
+   * (or failed a wait itself: `failed`). Returns true when they stop. */
+  PLEXUS_HD bool stopAll(bool failed = false) {
+    if (barrierAny(failed || loadRelaxed(&ch->status) != PLEXUS_CHANNEL_OK)) stopped = true;
+    return stopped;
+  }
+  PLEXUS_HD void finish() {
+    if (tid == 0) p.store();
+  }
+  /* Thread 0, before a step: announces the receives, waits for credit and, where lines travel in whole
+   * slots (PLEXUS_CONN_LL_IN_SLOTS) or the protocol is Simple, for the data. False when a wait failed. */
+  PLEXUS_HD bool waitStep(unsigned flags, size_t slicesLeft, bool waitTail, bool slotsOnly) {
+    if (flags & kPrimRecv) p.announce(slicesLeft);
+    if (flags & kPrimRecv)
+      for (int i = 0; i < p.nrecv; i++) {
+        if (!waitTail || (slotsOnly && !(p.recv[i]->flags & PLEXUS_CONN_LL_IN_SLOTS))) continue;
+        if (!waitAtLeast(comm, ch, p.recv[i]->tail, p.recvStep[i] + 1, p.recvPeer[i], 0)) return false;
+      }
+    if (flags & kPrimSend) return p.waitSendCredit(comm, ch);
+    return true;
+  }
+  /* After a step (every thread): the recv slots go back to their senders through head, the send slots
+   * are published through tail with their bytes in connFifo; thread 0 stores. */
+  PLEXUS_HD void postStep(unsigned flags, int64_t sendBytes, bool sizesAlways) {
+    if (flags & kPrimRecv)
+      for (int i = 0; i < p.nrecv; i++) {
+        plexusConnInfo_v1_t* c = p.recv[i];
+        ++p.recvStep[i];
+        if (tid == 0) {
+          if (sizesAlways && c->connFifo) c->connFifo[(p.recvStep[i] - 1) % PLEXUS_STEPS].size = PLEXUS_CONNFIFO_FREE;
+          storeRelease(c->head, p.recvStep[i]);
+        }
+      }
+    if (flags & kPrimSend)
+      for (int i = 0; i < p.nsend; i++) {
+        plexusConnInfo_v1_t* c = p.send[i];
+        if (tid == 0 && c->connFifo && (sizesAlways || (c->flags & PLEXUS_CONN_LL_IN_SLOTS)))
+          c->connFifo[p.sendStep[i] % PLEXUS_STEPS].size = sendBytes;
+        ++p.sendStep[i];
+        if (tid == 0) storeRelease(c->tail, p.sendStep[i]);
+      }
+  }
+};
 
-  PLEXUS_HD bool ok() const { return loadRelaxed(&ch_->status) == PLEXUS_CHANNEL_OK; }
+/* Where step `step` of connector c sits in its Simple buffer. */
+PLEXUS_HD char* simpleSlot(plexusConnInfo_v1_t* c, uint64_t step) {
+  return c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize;
+}
 
- private:
-  template <bool Recv, bool Send, bool Src, bool Dst>
-  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp, int selfPos = -1) {
-    for (size_t done = 0; done < nelem && ok(); done += sliceElems_) {
-      size_t n = nelem - done < sliceElems_ ? nelem - done : sliceElems_;
-      if (Recv && tid_ == 0) p_.announce((nelem - done + sliceElems_ - 1) / sliceElems_);
-      if (tid_ == 0) waitPeers<Recv, Send>();
-      barrier();
-      if (!ok()) return;
+/* Simple: one step's slot of each connector holds a slice of the data as is; tail and head say when. */
+struct SimpleProtocol {
+  template <typename T, typename F>
+  static PLEXUS_HD_OUTLINE void run(PrimState<T, F>& s, unsigned flags, size_t inOff, size_t outOff, size_t nelem,
+                                    bool postOp, int selfPos) {
+    const bool recv = flags & kPrimRecv, send = flags & kPrimSend;
+    const size_t slice = s.minStep == (size_t)-1 ? nelem : s.minStep / sizeof(T);
+    for (size_t done = 0; done < nelem; done += slice) {
+      const size_t n = nelem - done < slice ? nelem - done : slice;
+      bool waited = true;
+      if (s.tid == 0) waited = s.waitStep(flags, (nelem - done + slice - 1) / slice, true, false);
+      if (s.stopAll(!waited)) return;
       const T* srcs[PLEXUS_MAX_SRCS];
       T* dsts[PLEXUS_MAX_DSTS];
       int nsrc = 0, ndst = 0;
-      if (Src) srcs[nsrc++] = input_ + inOff + done;
-      if (Recv)
-        for (int i = 0; i < p_.nrecv; i++) {
-          if (i == selfPos) srcs[nsrc++] = output_ + outOff + done;
-          srcs[nsrc++] = (const T*)slot(p_.recv[i], p_.recvStep[i]);
-        }
-      if (selfPos >= (Recv ? p_.nrecv : 0)) srcs[nsrc++] = output_ + outOff + done;
-      if (Dst) dsts[ndst++] = output_ + outOff + done;
-      if (Send)
-        for (int i = 0; i < p_.nsend; i++) dsts[ndst++] = (T*)slot(p_.send[i], p_.sendStep[i]);
+      if (flags & kPrimSrc) srcs[nsrc++] = s.input + inOff + done;
+      const int nr = recv ? s.p.nrecv : 0;
+      for (int i = 0; i < nr; i++) {
+        if (i == selfPos) srcs[nsrc++] = s.output + outOff + done;
+        srcs[nsrc++] = (const T*)simpleSlot(s.p.recv[i], s.p.recvStep[i]);
+      }
+      if (selfPos >= nr) srcs[nsrc++] = s.output + outOff + done;
+      if (flags & kPrimDst) dsts[ndst++] = s.output + outOff + done;
+      if (send)
+        for (int i = 0; i < s.p.nsend; i++) dsts[ndst++] = (T*)simpleSlot(s.p.send[i], s.p.sendStep[i]);
       /* Pre-op only where a rank's own input enters a reduction, post-op only where asked. */
-      reduceCopy<T, F>(tid_, nthreads_, func_, srcs, nsrc, Src, dsts, ndst, postOp, n);
+      reduceCopy<T, F>(s.tid, s.nthreads, s.func, srcs, nsrc, (flags & kPrimSrc) != 0, dsts, ndst, postOp, n);
       barrier();
-      if (tid_ == 0) postPeers<Recv, Send>(n * sizeof(T));
+      s.postStep(flags, (int64_t)(n * sizeof(T)), true);
     }
   }
-
-  static PLEXUS_HD char* slot(plexusConnInfo_v1_t* c, uint64_t step) {
-    return c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize;
-  }
-
-  template <bool Recv, bool Send>
-  PLEXUS_HD void waitPeers() {
-    if (Recv)
-      for (int i = 0; i < p_.nrecv; i++)
-        if (!waitAtLeast(comm_, ch_, p_.recv[i]->tail, p_.recvStep[i] + 1, p_.recvPeer[i], 0)) return;
-    if (Send) p_.waitSendCredit(comm_, ch_);
-  }
-
-  template <bool Recv, bool Send>
-  PLEXUS_HD void postPeers(size_t bytes) {
-    if (Recv)
-      for (int i = 0; i < p_.nrecv; i++) {
-        plexusConnInfo_v1_t* c = p_.recv[i];
-        if (c->connFifo) c->connFifo[p_.recvStep[i] % PLEXUS_STEPS].size = PLEXUS_CONNFIFO_FREE;
-        storeRelease(c->head, ++p_.recvStep[i]);
-      }
-    if (Send)
-      for (int i = 0; i < p_.nsend; i++) {
-        plexusConnInfo_v1_t* c = p_.send[i];
-        if (c->connFifo) c->connFifo[p_.sendStep[i] % PLEXUS_STEPS].size = (int64_t)bytes;
-        storeRelease(c->tail, ++p_.sendStep[i]);
-      }
-  }
-
-  const plexusDevComm_v1_t* comm_;
-  plexusDevChannel_v1_t* ch_;
-  int tid_, nthreads_;
-  const T* input_;
-  T* output_;
-  F func_;
-  size_t sliceElems_;
-  PeerConns p_;
 };
+
+/* The primitives of one protocol as a class of its own: Primitives (Simple), PrimitivesLL,
+ * PrimitivesLL128. Protocol::run<T, F> is the protocol's function. */
+template <typename T, typename F, typename Protocol>
+class OneProtocolPrims : public PrimitiveOps<OneProtocolPrims<T, F, Protocol>> {
+ public:
+  PLEXUS_HD OneProtocolPrims(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
+                             const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
+                             void* output, uint64_t redOpArg)
+      : s_(comm, ch, tid, nthreads, recvPeers, nrecv, sendPeers, nsend, input, output, redOpArg) {}
+  PLEXUS_HD ~OneProtocolPrims() { s_.finish(); }
+  OneProtocolPrims(const OneProtocolPrims&) = delete;
+  OneProtocolPrims& operator=(const OneProtocolPrims&) = delete;
+
+  PLEXUS_HD bool ok() const { return s_.ok(); }
+  PLEXUS_HD void run(unsigned flags, size_t inOff, size_t outOff, size_t n, bool postOp, int selfPos) {
+    Protocol::template run<T, F>(s_, flags, inOff, outOff, n, postOp, selfPos);
+  }
+
+ private:
+  PrimState<T, F> s_;
+};
+
+template <typename T, typename F>
+using Primitives = OneProtocolPrims<T, F, SimpleProtocol>;
 
 }  // namespace plexus::dev
 

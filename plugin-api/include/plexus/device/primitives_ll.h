@@ -1,9 +1,21 @@
 /*
  * Primitives over the LL protocol: the same operations as primitives.h, for small messages. Data
  * travels in 16-byte lines whose two 8-byte words each carry 4 bytes of data and a flag (step + 1),
- * so a receiver polls the data itself and needs no separate tail: one cache line crosses per line
- * instead of a tail and a slot. Credit for reusing a slot still flows back through head; the sender
- * also advances tail so that Simple and LL operations can share a connection's step count.
+ * NCCL's ncclLLFifoLine, so a receiver polls the data itself and needs no separate tail: one cache
+ * line crosses per line instead of a tail and a slot. Credit for reusing a slot still flows back
+ * through head; the sender also advances tail so that Simple and LL operations can share a
+ * connection's step count.
+ *
+ * CUDA: every thread handles whole lines in registers (thread t takes lines t, t + nthreads, ...): a
+ * line's 8 payload bytes are one Pack of elements, read from each recv peer once its flags say so,
+ * combined with the input and the output as the operation asks (foldLane), and written out, one
+ * 16-byte store per send peer. The host's one thread stages a slice instead (hostLines), which a CPU
+ * runs faster. Both backends write and read the same lines with the same handshake, so a host and a
+ * CUDA peer interoperate over one buffer.
+ *
+ * Where a proxy carries the connection (PLEXUS_CONN_LL_IN_SLOTS) the lines of step s sit in Simple slot
+ * s % PLEXUS_STEPS; the sender records their bytes in connFifo and publishes tail, and a receiver reads
+ * them once tail says the proxy delivered the slot.
  */
 #ifndef PLEXUS_DEVICE_PRIMITIVES_LL_H_
 #define PLEXUS_DEVICE_PRIMITIVES_LL_H_
@@ -13,140 +25,279 @@
 #include "primitives.h"
 #include "reduce_copy.h"
 
+#if !defined(__CUDA_ARCH__)
+#include <string.h>
+#endif
+
 namespace plexus::dev {
+
+/* B bytes of consecutive elements of T, in registers: what one thread holds of a line (LL: 8 bytes;
+ * LL128: 16 bytes on CUDA, the whole 120 on the host). Elements never straddle a line (T is at most 8
+ * bytes and B a multiple of 8). */
+template <typename T, int B>
+union Pack {
+  uint64_t w[B / 8];
+  T e[B / sizeof(T)];
+};
+
+template <typename T, int B>
+PLEXUS_HD void zeroPack(Pack<T, B>& x) {
+  for (int k = 0; k < B / 8; k++) x.w[k] = 0;
+}
+
+/* The first ne elements from p (the rest zero). */
+template <typename T, int B>
+PLEXUS_HD void loadPack(Pack<T, B>& x, const T* p, int ne) {
+  constexpr int N = B / (int)sizeof(T);
+#if defined(__CUDA_ARCH__)
+  if (ne == N && ((uintptr_t)p & 7) == 0) {
+    for (int k = 0; k < B / 8; k++) x.w[k] = ((const uint64_t*)p)[k];
+    return;
+  }
+  zeroPack(x);
+  for (int i = 0; i < N; i++)
+    if (i < ne) x.e[i] = p[i];
+#else
+  if (ne == N) {
+    memcpy(&x, p, B);
+    return;
+  }
+  zeroPack(x);
+  memcpy(&x, p, (size_t)ne * sizeof(T));
+#endif
+}
+
+/* The first ne elements to p. */
+template <typename T, int B>
+PLEXUS_HD void storePack(T* p, const Pack<T, B>& x, int ne) {
+#if defined(__CUDA_ARCH__)
+  constexpr int N = B / (int)sizeof(T);
+  if (ne == N && ((uintptr_t)p & 7) == 0) {
+    for (int k = 0; k < B / 8; k++) ((uint64_t*)p)[k] = x.w[k];
+    return;
+  }
+  for (int i = 0; i < N; i++)
+    if (i < ne) p[i] = x.e[i];
+#else
+  if (ne == B / (int)sizeof(T))
+    memcpy(p, &x, B); /* a constant size: inlined moves, no call */
+  else
+    memcpy(p, &x, (size_t)ne * sizeof(T));
+#endif
+}
+
+/* One thread's share of a line, combined as the primitive's flags say, in the order of Simple's
+ * reduceCopy sources: the input (Src, with the operator's pre-op), then each recv peer's values in
+ * peer order with the output's own values at selfPos among them (recvReduceOrdered, sendFromOutput);
+ * the post-op last where asked. recvPack(i, pack) waits for recv peer i's share and reads it; false
+ * when the wait failed (abort, timeout). */
+template <typename T, typename F, int B, typename RecvPack>
+PLEXUS_HD bool foldLane(const F& f, unsigned flags, int nrecv, int selfPos, bool postOp, const T* in, const T* self,
+                        int ne, RecvPack recvPack, Pack<T, B>& acc) {
+  constexpr int N = B / (int)sizeof(T);
+  bool have = false;
+  Pack<T, B> x;
+  zeroPack(acc); /* always assigned below; this tells the compiler so */
+  auto take = [&]() {
+    if (!have) {
+      acc = x;
+      have = true;
+    } else {
+      for (int e = 0; e < N; e++) acc.e[e] = f.op(acc.e[e], x.e[e]);
+    }
+  };
+  if (flags & kPrimSrc) {
+    loadPack(x, in, ne);
+    if (F::hasPre)
+      for (int e = 0; e < N; e++) x.e[e] = f.pre(x.e[e]);
+    take();
+  }
+  for (int i = 0; i < nrecv; i++) {
+    if (i == selfPos) {
+      loadPack(x, self, ne);
+      take();
+    }
+    if (!recvPack(i, x)) return false;
+    take();
+  }
+  if (selfPos >= nrecv) {
+    loadPack(x, self, ne);
+    take();
+  }
+  if (F::hasPost && postOp)
+    for (int e = 0; e < N; e++) acc.e[e] = f.post(acc.e[e]);
+  return true;
+}
+
+/* One LL line, read whole: on CUDA one 16-byte volatile load (NCCL's ld.volatile.global.v4.u32), on
+ * the host two 8-byte atomic loads. Each 8-byte word holds its own flag, so a word is never seen
+ * without its data either way. */
+PLEXUS_HD void loadLLLine(volatile plexusLLFifoLine_v1_t* l, uint64_t* w0, uint64_t* w1) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d1, f1, d2, f2;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2)
+               : "l"(l)
+               : "memory");
+  *w0 = (uint64_t)d1 | ((uint64_t)f1 << 32);
+  *w1 = (uint64_t)d2 | ((uint64_t)f2 << 32);
+#else
+  *w0 = loadAcquire(&l->v[0]);
+  *w1 = loadAcquire(&l->v[1]);
+#endif
+}
+
+/* Writes one LL line: 8 bytes of data, and flag in both halves. */
+PLEXUS_HD void storeLLLine(volatile plexusLLFifoLine_v1_t* l, uint64_t data, uint32_t flag) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(l), "r"((uint32_t)data), "r"(flag),
+               "r"((uint32_t)(data >> 32)), "r"(flag)
+               : "memory");
+#else
+  const uint64_t f = (uint64_t)flag << 32;
+  storeRelaxed(&l->v[0], f | (data & 0xffffffffull));
+  storeRelaxed(&l->v[1], f | (data >> 32));
+#endif
+}
 
 /* Waits until both words of a line carry flag; false on abort or timeout (the channel says which). */
 PLEXUS_HD bool waitLine(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, volatile plexusLLFifoLine_v1_t* line,
                         uint32_t flag, int peer, uint64_t* w0, uint64_t* w1) {
   return waitUntil(comm, ch, peer, 0, [&]() {
-    *w0 = loadAcquire(&line->v[0]);
-    *w1 = loadAcquire(&line->v[1]);
+    loadLLLine(line, w0, w1);
     return (uint32_t)(*w0 >> 32) == flag && (uint32_t)(*w1 >> 32) == flag;
   });
 }
 
-template <typename T, typename F>
-class PrimitivesLL : public PrimitiveOps<PrimitivesLL<T, F>> {
-  friend class PrimitiveOps<PrimitivesLL<T, F>>;
-
- public:
-  static constexpr size_t kSliceBytes = PLEXUS_LL_SLOT_LINES * 8;
-
-  PLEXUS_HD PrimitivesLL(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads,
-                         const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
-                         void* output, uint64_t redOpArg)
-      : comm_(comm), ch_(ch), tid_(tid), nthreads_(nthreads), input_((const T*)input), output_((T*)output),
-        func_(redOpArg) {
-    p_.load(ch, recvPeers, nrecv, sendPeers, nsend);
+struct LLProtocol {
+  /* Elements per step (a slot of PLEXUS_LL_SLOT_LINES lines): what step loops may take as their chunk. */
+  template <typename T>
+  static PLEXUS_HD size_t sliceElems() {
+    return (size_t)PLEXUS_LL_SLOT_LINES * (8 / sizeof(T));
   }
 
-  PLEXUS_HD ~PrimitivesLL() {
-    if (tid_ == 0) p_.store();
-  }
-
-  /* Elements per pipeline chunk that step loops should use with this protocol. */
-  static PLEXUS_HD size_t chunkElems() { return kSliceBytes / sizeof(T); }
-  PLEXUS_HD bool ok() const { return loadRelaxed(&ch_->status) == PLEXUS_CHANNEL_OK; }
-
- private:
+  /* Step `step`'s lines on connector c. */
   static PLEXUS_HD volatile plexusLLFifoLine_v1_t* lines(plexusConnInfo_v1_t* c, uint64_t step) {
     if (c->flags & PLEXUS_CONN_LL_IN_SLOTS)
-      return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize);
-    return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_LL]) + (size_t)(step % PLEXUS_STEPS) * PLEXUS_LL_SLOT_LINES;
+      return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_SIMPLE] +
+                                               (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize);
+    return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_LL]) +
+           (size_t)(step % PLEXUS_STEPS) * PLEXUS_LL_SLOT_LINES;
   }
 
-  /* Each thread owns a contiguous run of lines and the elements they carry (no element straddles a
-   * line: elements are at most 8 bytes), so it reads, combines and writes them alone. */
-  template <bool Recv, bool Send, bool Src, bool Dst>
-  PLEXUS_HD void op(size_t inOff, size_t outOff, size_t nelem, bool postOp, int selfPos = -1) {
-    const size_t sliceElems = kSliceBytes / sizeof(T), perLine = 8 / sizeof(T);
-    for (size_t done = 0; done < nelem && ok(); done += sliceElems) {
-      const size_t n = nelem - done < sliceElems ? nelem - done : sliceElems;
-      const size_t nlines = (n * sizeof(T) + 7) / 8;
-      const size_t l0 = nlines * tid_ / nthreads_, l1 = nlines * (tid_ + 1) / nthreads_;
-      const size_t e0 = l0 * perLine, e1 = l1 * perLine < n ? l1 * perLine : n;
-      if (Recv && tid_ == 0) p_.announce((nelem - done + sliceElems - 1) / sliceElems);
-      if (Send && tid_ == 0) p_.waitSendCredit(comm_, ch_);
-      barrier();
-      if (!ok()) return;
-      const T* srcs[PLEXUS_MAX_SRCS];
-      T* dsts[PLEXUS_MAX_DSTS];
-      int nsrc = 0, ndst = 0;
-      if (Src) srcs[nsrc++] = input_ + inOff + done + e0;
-      if (Recv)
-        for (int i = 0; i < p_.nrecv; i++) {
-          if (!readLines(i, l0, l1)) return;
-          if (i == selfPos) srcs[nsrc++] = output_ + outOff + done + e0;
-          srcs[nsrc++] = (const T*)recvTmp_[i] + e0;
-        }
-      if (selfPos >= (Recv ? p_.nrecv : 0)) srcs[nsrc++] = output_ + outOff + done + e0;
-      if (Dst) dsts[ndst++] = output_ + outOff + done + e0;
-      if (Send) dsts[ndst++] = (T*)sendTmp_ + e0;
-      if (e1 > e0) reduceCopy<T, F>(0, 1, func_, srcs, nsrc, Src, dsts, ndst, postOp, e1 - e0);
-      if (Send)
-        for (int i = 0; i < p_.nsend; i++) writeLines(i, l0, l1);
-      barrier();  /* every thread has read its lines before head returns the slot */
-      if (Recv)
-        for (int i = 0; i < p_.nrecv; i++) {
-          ++p_.recvStep[i];
-          if (tid_ == 0) storeRelease(p_.recv[i]->head, p_.recvStep[i]);
-        }
-      if (Send)
-        for (int i = 0; i < p_.nsend; i++) {
-          plexusConnInfo_v1_t* c = p_.send[i];
-          if (tid_ == 0 && (c->flags & PLEXUS_CONN_LL_IN_SLOTS))
-            c->connFifo[p_.sendStep[i] % PLEXUS_STEPS].size = (int64_t)(nlines * sizeof(plexusLLFifoLine_v1_t));
-          ++p_.sendStep[i];
-          if (tid_ == 0) storeRelease(c->tail, p_.sendStep[i]);
-        }
-    }
-  }
+  /* The current step's lines and flag on each recv and send connector, found once per step. */
+  struct Step {
+    volatile plexusLLFifoLine_v1_t* recv[PLEXUS_MAX_PRIM_PEERS];
+    volatile plexusLLFifoLine_v1_t* send[PLEXUS_MAX_PRIM_PEERS];
+    uint32_t recvFlag[PLEXUS_MAX_PRIM_PEERS], sendFlag[PLEXUS_MAX_PRIM_PEERS];
+  };
 
-  PLEXUS_HD bool readLines(int i, size_t l0, size_t l1) {
-    volatile plexusLLFifoLine_v1_t* l = lines(p_.recv[i], p_.recvStep[i]);
-    const uint32_t flag = (uint32_t)(p_.recvStep[i] + 1);
-    if (l1 == l0) return true;
-    /* Lines that a proxy delivers in whole slots are complete once tail says so. */
-    if ((p_.recv[i]->flags & PLEXUS_CONN_LL_IN_SLOTS) &&
-        !waitAtLeast(comm_, ch_, p_.recv[i]->tail, p_.recvStep[i] + 1, p_.recvPeer[i], 0))
-      return false;
+  /* Recv peer i's line j, once its flags say so. */
+  template <typename T, typename F>
+  static PLEXUS_HD bool recvLine(PrimState<T, F>& s, const Step& st, int i, size_t j, uint64_t* data) {
     uint64_t w0, w1;
-    /* Wait on the last line first: polling lines the sender is still writing would bounce each cache
-     * line between the two cores. The sender writes in order, so on the host the earlier lines are
-     * there too; each line's flag is still checked. */
-    if (!waitLine(comm_, ch_, l + l1 - 1, flag, p_.recvPeer[i], &w0, &w1)) return false;
-    for (size_t j = l0; j < l1; j++) {
-      w0 = loadAcquire(&l[j].v[0]);
-      w1 = loadAcquire(&l[j].v[1]);
-      if (((uint32_t)(w0 >> 32) != flag || (uint32_t)(w1 >> 32) != flag) &&
-          !waitLine(comm_, ch_, l + j, flag, p_.recvPeer[i], &w0, &w1))
-        return false;
-      recvTmp_[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
-    }
+    if (!waitLine(s.comm, s.ch, st.recv[i] + j, st.recvFlag[i], s.p.recvPeer[i], &w0, &w1)) return false;
+    *data = (w0 & 0xffffffffull) | (w1 << 32);
     return true;
   }
 
-  PLEXUS_HD void writeLines(int i, size_t l0, size_t l1) {
-    volatile plexusLLFifoLine_v1_t* l = lines(p_.send[i], p_.sendStep[i]);
-    const uint64_t flag = (uint64_t)(uint32_t)(p_.sendStep[i] + 1) << 32;
-    for (size_t j = l0; j < l1; j++) {
-      /* Each 8-byte word is one store: its flag is never seen without its data. */
-      storeRelaxed(&l[j].v[0], flag | (sendTmp_[j] & 0xffffffffull));
-      storeRelaxed(&l[j].v[1], flag | (sendTmp_[j] >> 32));
+  template <typename T, typename F>
+  static PLEXUS_HD_OUTLINE void run(PrimState<T, F>& s, unsigned flags, size_t inOff, size_t outOff, size_t nelem,
+                                    bool postOp, int selfPos) {
+    constexpr int N = 8 / (int)sizeof(T);
+    const size_t slice = sliceElems<T>();
+    const int nr = (flags & kPrimRecv) ? s.p.nrecv : 0, ns = (flags & kPrimSend) ? s.p.nsend : 0;
+    for (size_t done = 0; done < nelem; done += slice) {
+      const size_t n = nelem - done < slice ? nelem - done : slice, nlines = (n + N - 1) / N;
+      bool good = true;
+      if (s.tid == 0) good = s.waitStep(flags, (nelem - done + slice - 1) / slice, true, true);
+      if (s.stopAll(!good)) return;
+      const T* in = (flags & kPrimSrc) ? s.input + inOff + done : nullptr;
+      T* out = ((flags & kPrimDst) || selfPos >= 0) ? s.output + outOff + done : nullptr;
+      Step st;
+      for (int i = 0; i < nr; i++) {
+        st.recv[i] = lines(s.p.recv[i], s.p.recvStep[i]);
+        st.recvFlag[i] = (uint32_t)(s.p.recvStep[i] + 1);
+      }
+      for (int i = 0; i < ns; i++) {
+        st.send[i] = lines(s.p.send[i], s.p.sendStep[i]);
+        st.sendFlag[i] = (uint32_t)(s.p.sendStep[i] + 1);
+      }
+#if defined(__CUDA_ARCH__)
+      /* Line j: thread j % nthreads, in registers. */
+      for (size_t j = (size_t)s.tid; good && j < nlines; j += (size_t)s.nthreads) {
+        const size_t e0 = j * N;
+        const int ne = n - e0 < (size_t)N ? (int)(n - e0) : N;
+        Pack<T, 8> acc;
+        good = foldLane<T, F, 8>(
+            s.func, flags, nr, selfPos, postOp, in ? in + e0 : nullptr, out ? out + e0 : nullptr, ne,
+            [&](int i, Pack<T, 8>& x) { return recvLine(s, st, i, j, &x.w[0]); }, acc);
+        if (!good) break;
+        if (flags & kPrimDst) storePack(out + e0, acc, ne);
+        for (int i = 0; i < ns; i++) storeLLLine(st.send[i] + j, acc.w[0], st.sendFlag[i]);
+      }
+#else
+      good = hostLines(s, st, flags, in, out, n, nlines, postOp, selfPos);
+#endif
+      /* Every thread has read its lines before head returns the slot. */
+      if (s.stopAll(!good)) return;
+      s.postStep(flags, (int64_t)(nlines * sizeof(plexusLLFifoLine_v1_t)), false);
     }
   }
 
-  const plexusDevComm_v1_t* comm_;
-  plexusDevChannel_v1_t* ch_;
-  int tid_, nthreads_;
-  const T* input_;
-  T* output_;
-  F func_;
-  PeerConns p_;
-  /* Staging for one slice: received lines unpacked, and the result packed into lines. */
-  alignas(16) uint64_t recvTmp_[PLEXUS_MAX_PRIM_PEERS][PLEXUS_LL_SLOT_LINES];
-  alignas(16) uint64_t sendTmp_[PLEXUS_LL_SLOT_LINES];
+#if !defined(__CUDA_ARCH__)
+  /* The host's one thread stages the slice: it unpacks each recv peer's lines into a contiguous array,
+   * runs Simple's reduceCopy over the arrays, the input and the output (vectorized, one call per slice),
+   * and packs the result into each send peer's lines. Faster on a CPU than line by line in registers,
+   * and the same lines and handshake. */
+  template <typename T, typename F>
+  static bool hostLines(PrimState<T, F>& s, const Step& st, unsigned flags, const T* in, T* out, size_t n,
+                        size_t nlines, bool postOp, int selfPos) {
+    alignas(16) uint64_t recvTmp[PLEXUS_MAX_PRIM_PEERS][PLEXUS_LL_SLOT_LINES];
+    alignas(16) uint64_t sendTmp[PLEXUS_LL_SLOT_LINES];
+    const int nr = (flags & kPrimRecv) ? s.p.nrecv : 0, ns = (flags & kPrimSend) ? s.p.nsend : 0;
+    const T* srcs[PLEXUS_MAX_SRCS];
+    T* dsts[PLEXUS_MAX_DSTS];
+    int nsrc = 0, ndst = 0;
+    if (flags & kPrimSrc) srcs[nsrc++] = in;
+    for (int i = 0; i < nr; i++) {
+      volatile plexusLLFifoLine_v1_t* l = st.recv[i];
+      const uint32_t flag = st.recvFlag[i];
+      uint64_t w0, w1;
+      /* Wait on the last line first: polling lines the sender is still writing would bounce each
+       * cache line between the two cores. The sender writes in order, so the earlier lines are there
+       * too; each line's flags are still checked. */
+      if (!waitLine(s.comm, s.ch, l + nlines - 1, flag, s.p.recvPeer[i], &w0, &w1)) return false;
+      for (size_t j = 0; j < nlines; j++) {
+        loadLLLine(l + j, &w0, &w1);
+        if (((uint32_t)(w0 >> 32) != flag || (uint32_t)(w1 >> 32) != flag) &&
+            !waitLine(s.comm, s.ch, l + j, flag, s.p.recvPeer[i], &w0, &w1))
+          return false;
+        recvTmp[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
+      }
+      if (i == selfPos) srcs[nsrc++] = out;
+      srcs[nsrc++] = (const T*)recvTmp[i];
+    }
+    if (selfPos >= nr) srcs[nsrc++] = out;
+    if (flags & kPrimDst) dsts[ndst++] = out;
+    if (ns) dsts[ndst++] = (T*)sendTmp;
+    reduceCopy<T, F>(0, 1, s.func, srcs, nsrc, (flags & kPrimSrc) != 0, dsts, ndst, postOp, n);
+    for (int i = 0; i < ns; i++) {
+      volatile plexusLLFifoLine_v1_t* l = st.send[i];
+      const uint64_t flag = (uint64_t)st.sendFlag[i] << 32;
+      /* Each 8-byte word is one store: its flag is never seen without its data. */
+      for (size_t j = 0; j < nlines; j++) {
+        storeRelaxed(&l[j].v[0], flag | (sendTmp[j] & 0xffffffffull));
+        storeRelaxed(&l[j].v[1], flag | (sendTmp[j] >> 32));
+      }
+    }
+    return true;
+  }
+#endif
 };
+
+template <typename T, typename F>
+using PrimitivesLL = OneProtocolPrims<T, F, LLProtocol>;
 
 }  // namespace plexus::dev
 

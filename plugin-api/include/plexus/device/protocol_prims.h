@@ -1,102 +1,48 @@
 /*
- * The primitives over the protocol a work item names, chosen when a step loop starts: what step loops
- * construct, with the recv and send peers they talk to (a ring's prev and next, a tree's parent and
- * children, every other rank).
+ * The primitives over the protocol a work item names (Simple, LL, LL128), chosen at run time when a step
+ * loop starts: what step loops construct, with the recv and send peers they talk to (a ring's prev and
+ * next, a tree's parent and children, every other rank).
  *
- * Host: each operation is compiled once per (T, F), out of line, and shared by every step loop of the
- * plugin (the protocols' primitives are force-inlined, and inlining a dozen reduce-copy loops into
- * every call site for 72 (type, operator) pairs would take the compiler many minutes and gigabytes);
- * the cost is one call per chunk. CUDA: Simple, inline (each kernel is compiled on its own); LL work
- * is not given to CUDA kernels yet.
+ * Both backends: each protocol's function (SimpleProtocol::run, LLProtocol::run, LL128Protocol::run) is
+ * compiled once per (T, F), out of line, and every named operation of every step loop calls one of them
+ * with the operation's flags. Inlining a dozen reduce-copy loops into every call site for 72 (type,
+ * operator) pairs would take the compilers many minutes and gigabytes; the cost is one call per chunk.
  */
 #ifndef PLEXUS_DEVICE_PROTOCOL_PRIMS_H_
 #define PLEXUS_DEVICE_PROTOCOL_PRIMS_H_
 
 #include "primitives.h"
 #include "primitives_ll.h"
+#include "primitives_ll128.h"
 #include "work.h"
-
-#if !defined(__CUDACC__)
-#include <new>
-#endif
 
 namespace plexus::dev {
 
-#if defined(__CUDACC__)
-#define PLEXUS_PRIM_OP PLEXUS_HD
+/* A primitive kept out of line (see arch.h's PLEXUS_HD_OUTLINE). */
+#define PLEXUS_PRIM_OP PLEXUS_HD_OUTLINE
 
 template <typename T, typename F>
-class ProtocolPrims : public Primitives<T, F> {
-  using P = Primitives<T, F>;
-
+class ProtocolPrims : public PrimitiveOps<ProtocolPrims<T, F>> {
  public:
   PLEXUS_HD ProtocolPrims(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads, int proto,
                           const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input,
                           void* output, uint64_t redOpArg)
-      : P(comm, ch, tid, nthreads, recvPeers, nrecv, sendPeers, nsend, input, output, redOpArg) {
-    (void)proto;
-  }
-};
-#else
-#define PLEXUS_PRIM_OP __attribute__((noinline))
-
-template <typename T, typename F>
-class ProtocolPrims {
-  using S = Primitives<T, F>;
-  using L = PrimitivesLL<T, F>;
-
- public:
-  ProtocolPrims(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int tid, int nthreads, int proto,
-                const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input, void* output,
-                uint64_t redOpArg)
-      : ll_(proto == PLEXUS_PROTO_LL) {
-    if (ll_) new (storage_) L(comm, ch, tid, nthreads, recvPeers, nrecv, sendPeers, nsend, input, output, redOpArg);
-    else new (storage_) S(comm, ch, tid, nthreads, recvPeers, nrecv, sendPeers, nsend, input, output, redOpArg);
-  }
-  ~ProtocolPrims() {
-    if (ll_) ll().~L();
-    else simple().~S();
-  }
+      : s_(comm, ch, tid, nthreads, recvPeers, nrecv, sendPeers, nsend, input, output, redOpArg), proto_(proto) {}
+  PLEXUS_HD ~ProtocolPrims() { s_.finish(); }
   ProtocolPrims(const ProtocolPrims&) = delete;
   ProtocolPrims& operator=(const ProtocolPrims&) = delete;
 
-  PLEXUS_PRIM_OP bool ok() const { return ll_ ? ll().ok() : simple().ok(); }
-  PLEXUS_PRIM_OP void send(size_t inOff, size_t n) { ll_ ? ll().send(inOff, n) : simple().send(inOff, n); }
-  PLEXUS_PRIM_OP void recv(size_t outOff, size_t n, bool postOp = false) {
-    ll_ ? ll().recv(outOff, n, postOp) : simple().recv(outOff, n, postOp);
-  }
-  PLEXUS_PRIM_OP void recvReduceSend(size_t inOff, size_t n) {
-    ll_ ? ll().recvReduceSend(inOff, n) : simple().recvReduceSend(inOff, n);
-  }
-  PLEXUS_PRIM_OP void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    ll_ ? ll().recvReduceCopySend(inOff, outOff, n, postOp) : simple().recvReduceCopySend(inOff, outOff, n, postOp);
-  }
-  PLEXUS_PRIM_OP void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    ll_ ? ll().recvReduceCopy(inOff, outOff, n, postOp) : simple().recvReduceCopy(inOff, outOff, n, postOp);
-  }
-  PLEXUS_PRIM_OP void copySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
-    ll_ ? ll().copySend(inOff, outOff, n, postOp) : simple().copySend(inOff, outOff, n, postOp);
-  }
-  PLEXUS_PRIM_OP void recvCopySend(size_t outOff, size_t n, bool postOp = false) {
-    ll_ ? ll().recvCopySend(outOff, n, postOp) : simple().recvCopySend(outOff, n, postOp);
-  }
-  PLEXUS_PRIM_OP void recvReduceOrdered(size_t outOff, size_t n, int selfPos, bool postOp = false) {
-    ll_ ? ll().recvReduceOrdered(outOff, n, selfPos, postOp) : simple().recvReduceOrdered(outOff, n, selfPos, postOp);
-  }
-  PLEXUS_PRIM_OP void sendFromOutput(size_t outOff, size_t n) {
-    ll_ ? ll().sendFromOutput(outOff, n) : simple().sendFromOutput(outOff, n);
+  PLEXUS_HD bool ok() const { return s_.ok(); }
+  PLEXUS_HD void run(unsigned flags, size_t inOff, size_t outOff, size_t n, bool postOp, int selfPos) {
+    if (proto_ == PLEXUS_PROTO_LL) LLProtocol::run<T, F>(s_, flags, inOff, outOff, n, postOp, selfPos);
+    else if (proto_ == PLEXUS_PROTO_LL128) LL128Protocol::run<T, F>(s_, flags, inOff, outOff, n, postOp, selfPos);
+    else SimpleProtocol::run<T, F>(s_, flags, inOff, outOff, n, postOp, selfPos);
   }
 
  private:
-  L& ll() { return *reinterpret_cast<L*>(storage_); }
-  const L& ll() const { return *reinterpret_cast<const L*>(storage_); }
-  S& simple() { return *reinterpret_cast<S*>(storage_); }
-  const S& simple() const { return *reinterpret_cast<const S*>(storage_); }
-
-  bool ll_;
-  alignas(L) alignas(S) unsigned char storage_[sizeof(L) > sizeof(S) ? sizeof(L) : sizeof(S)];
+  PrimState<T, F> s_;
+  int proto_;
 };
-#endif
 
 /* One rank, no peers: dst = post(pre(src)) where the collective reduces (Reduce, ReduceScatter,
  * AllReduce), a plain copy otherwise (skipped when in place). */

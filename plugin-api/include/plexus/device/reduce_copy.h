@@ -94,9 +94,10 @@ PLEXUS_HD void reduceCopy2(const F& f, Range r, int ns, int nd, const T* s0, con
 }
 
 /* dsts[*] = post(pre?(srcs[0]) op srcs[1] op ...). preSrc0 applies the operator's pre-op to srcs[0]
- * (a rank's own input entering the reduction); post applies the post-op to the result. */
+ * (a rank's own input entering the reduction); post applies the post-op to the result. Out of line:
+ * every protocol of a (T, F) calls the one copy (once per slice). */
 template <typename T, typename F>
-PLEXUS_HD void reduceCopy(int tid, int nthreads, const F& f, const T* const* srcs, int nsrc, bool preSrc0,
+PLEXUS_HD_OUTLINE void reduceCopy(int tid, int nthreads, const F& f, const T* const* srcs, int nsrc, bool preSrc0,
                           T* const* dsts, int ndst, bool post, size_t n) {
   if (n == 0 || nsrc == 0 || ndst == 0) return;
   const bool pre = F::hasPre && preSrc0;

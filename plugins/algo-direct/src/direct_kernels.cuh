@@ -1,0 +1,17 @@
+// algo-direct's CUDA kernels: the very step loops the host backend runs (direct_collectives.h), in reducing kernels of
+// (datatype, operator) and copy kernels of an element size (plexus/device/cuda_kernels.cuh), split over two
+// translation units that nvcc compiles in parallel: direct_kernels.cu (integers, the copy kernels, getCudaKernel) and
+// direct_kernels_float.cu (floating point).
+#pragma once
+
+#include <plexus/algo_v2.h>
+#include <plexus/device/cuda_kernels.cuh>
+
+#include "direct_collectives.h"
+
+namespace plexus::direct {
+
+/* The reducing kernel of a floating-point work (direct_kernels_float.cu); nullptr for another datatype. */
+const void* floatKernel(const plexusDevWork_v1_t* work);
+
+}  // namespace plexus::direct
