@@ -4,6 +4,7 @@
 // and its device.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -110,4 +111,43 @@ TEST_CASE("net errors: a plugin whose isend fails fails the operation, naming pl
   env.set("NETCHECK_DEFECT", "send-error");
   env.set("PLEXUS_TIMEOUT", "60");
   CHECK(harness::runProcesses("net-isend-fails", 2, 120, 1) == 0);
+}
+
+// Init, not only operations, is bounded by PLEXUS_TIMEOUT: rank 1's connect never completes (it waits, then
+// fails), so rank 0's accept, which blocks in this plugin, never returns. Rank 0 still fails init in time,
+// naming the peer and the connection it waited on.
+TEST_CASE("net errors: a peer that never connects fails init after PLEXUS_TIMEOUT, naming it, though accept blocks") {
+  matrix::ScopedEnv env;
+  env.set("NCCL_NET_PLUGIN", nets::testPlugin("field-v6").c_str());
+  env.set("FIELD_QUIRKS", "blocking-accept,hang-connect-node1");
+  env.set("FIELD_HANG_SECONDS", "8");
+  env.set("PLEXUS_TIMEOUT", "2");
+  env.set("PLEXUS_BOOTSTRAP_TIMEOUT", nullptr);  // the tests' default (60) would win over PLEXUS_TIMEOUT
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<pid_t> kids;
+  for (int r = 0; r < 2; r++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);  // bounded, whatever happens
+      setenv("PLEXUS_HOSTID", r ? "plexus-test-node1" : "plexus-test-node0", 1);
+      plexusSetDevice(r);
+      ncclComm_t comm;
+      const auto t0 = std::chrono::steady_clock::now();
+      const ncclResult_t e = ncclCommInitRank(&comm, 2, id, r);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string why = ncclGetLastError(nullptr);
+      bool ok = e != ncclSuccess;
+      if (r == 0) ok = ok && secs < 6 && why.find("recv from 1") != std::string::npos &&
+                       why.find("PLEXUS_TIMEOUT") != std::string::npos;
+      if (!ok) fprintf(stderr, "rank %d: init gave %s after %.1f s: %s\n", r, ncclGetErrorString(e), secs, why.c_str());
+      _exit(ok ? 0 : 1);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
 }

@@ -154,6 +154,11 @@ TEST_CASE("net loader: the choice follows NCCL_NET_PLUGIN's order, skips what fa
   CHECK(p->path == "built-in");
   CHECK(p->name == "Socket");
   p->api->finalize(ctx);
+  // A plugin without devices: the socket net carries the traffic, and one line says so, with its interface.
+  REQUIRE(netPluginChoose(testPlugin("bad-nodevs"), "", 7, config, debugLog, &p, &ctx, &report) == ncclSuccess);
+  CHECK(p->path == "built-in");
+  CHECK(has(report, "net: falling back to the built-in socket net on interface lo (1 device(s)): net plugin bad-nodevs"));
+  p->api->finalize(ctx);
   // Nothing left: an error that names each candidate and why it was skipped.
   CHECK(netPluginChoose(testPlugin("bad-nodevs"), "nosuch", 7, config, debugLog, &p, &ctx, &report) ==
         ncclSystemError);

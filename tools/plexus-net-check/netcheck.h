@@ -121,6 +121,7 @@ struct Worker {
   void* ctx = nullptr;
   int ndev = 0;
   ncclNetProperties_v12_t props{};  // of opt.device
+  std::string envChanged;           // variables the plugin's init set, changed or removed
   Clock::time_point deadline;
   Link link{-1, &deadline};
   Counters count;

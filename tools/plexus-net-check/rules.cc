@@ -61,6 +61,19 @@ std::string initRule(Worker& w) {
       w.plugin->label.c_str(), w.ndev);
 }
 
+// What the plugin's ABI promised: NCCL up to 2.18 (ABI v6) kept at most 8 requests in flight per comm.
+int maxRequests(const Worker& w) { return w.plugin->version <= 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS; }
+
+// ---- init leaves the environment alone ----
+
+std::string environmentRule(Worker& w) {
+  if (!w.envChanged.empty())
+    fail("init changed the process environment (%s): setenv races getenv in the application's other threads "
+         "(glibc's are not safe together); take settings from the context or NCCL's variables instead",
+         w.envChanged.c_str());
+  return "init set, changed and removed no environment variable";
+}
+
 // ---- properties of every device ----
 
 std::string ptrText(int bits) {
@@ -334,16 +347,16 @@ std::string nullReceiver(Worker& w) {
   Connection c(w);
   void* comm = establish(w, c);
   usleep(kNullDelayMs * 1000);
-  recvStream(w, comm, nullMessages(), NCCL_NET_MAX_REQUESTS, kTag, 128);
+  recvStream(w, comm, nullMessages(), maxRequests(w), kTag, 128);
   finish(w);
   return format("irecv gave a NULL request %ld times in %ld calls; %d messages, %d in flight, all intact after retries",
-                w.count.irecvNull, w.count.irecvCalls, kNullMessages, NCCL_NET_MAX_REQUESTS);
+                w.count.irecvNull, w.count.irecvCalls, kNullMessages, maxRequests(w));
 }
 
 std::string nullSender(Worker& w) {
   Connection c(w);
   void* comm = establish(w, c);
-  sendStream(w, comm, nullMessages(), NCCL_NET_MAX_REQUESTS, kTag);
+  sendStream(w, comm, nullMessages(), maxRequests(w), kTag);
   finish(w);
   return format("isend gave a NULL request %ld times in %ld calls (the receiver began %d ms late); each retried",
                 w.count.isendNull, w.count.isendCalls, kNullDelayMs);
@@ -427,6 +440,7 @@ std::string multiSender(Worker& w) {
 
 // ---- NCCL_NET_MAX_REQUESTS in flight, posted before any test ----
 
+
 constexpr size_t kMaxSlot = 4096;
 constexpr int kMaxTag0 = 200;
 // Buffers per receive: maxRecvs, up to the most NCCL's proxy ever groups (NCCL_PROXY_MAX_SUBS, 64).
@@ -434,7 +448,7 @@ int maxBuffers(const Worker& w) { return std::min(w.maxRecvs(), 64); }
 Message maxMessage(int i) { return {(size_t)(512 + i % 3000), (uint32_t)(5000 + i)}; }
 
 std::string maxReceiver(Worker& w) {
-  const int R = NCCL_NET_MAX_REQUESTS, n = maxBuffers(w);
+  const int R = maxRequests(w), n = maxBuffers(w);
   Connection c(w);
   void* comm = establish(w, c);
   HostMemory mem(kMaxSlot * (size_t)(R * n));
@@ -477,7 +491,7 @@ std::string maxReceiver(Worker& w) {
 }
 
 std::string maxSender(Worker& w) {
-  const int R = NCCL_NET_MAX_REQUESTS, n = maxBuffers(w), total = R * n;
+  const int R = maxRequests(w), n = maxBuffers(w), total = R * n;
   Connection c(w);
   void* comm = establish(w, c);
   HostMemory mem(kMaxSlot * (size_t)total);
@@ -889,6 +903,8 @@ const std::vector<Rule>& rules() {
        "the plugin loads (through the core's loader and adapters), init makes a context, devices >= 1, a "
        "second context beside the first, finalize",
        initRule, nullptr},
+      {"environment", "init leaves the process environment as it was (setenv races the application's getenv)",
+       environmentRule, nullptr},
       {"properties",
        "getProperties of every device: name, NCCL_PTR_HOST, speed > 0, maxRecvs >= 1, maxComms >= 1, "
        "latency >= 0, host device type",

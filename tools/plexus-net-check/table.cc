@@ -13,7 +13,9 @@ namespace netcheck {
 namespace {
 
 constexpr int kTag = 1;
-constexpr int kWindow = NCCL_NET_MAX_REQUESTS;  // requests in flight in the bandwidth stream
+// Requests in flight in the bandwidth stream: what the plugin's ABI promised (8 for v6, NCCL up to 2.18).
+int gWindow = NCCL_NET_MAX_REQUESTS;
+void setWindow(const Worker& w) { gWindow = w.plugin->version <= 6 ? NCCL_NET_MAX_REQUESTS_V6 : NCCL_NET_MAX_REQUESTS; }
 constexpr size_t kBudget = 128 << 20;           // memory per direction and side: distinct slots up to this
 constexpr size_t kAckBytes = 8;                 // the acknowledgement that ends a bandwidth stream
 constexpr size_t kAckRoom = 4096;               // past the receive slots: where an ack lands while they are busy
@@ -57,13 +59,13 @@ struct Buffers {
         sendReg(w, d.out.sendComm, send.data(), send.size()),
         recvReg(w, d.in.recvComm, recv.data(), recv.size()),
         ackOffset(bytes) {}
-  int slots(size_t msg) const { return (int)std::clamp<size_t>(send.size() / msg, 1, kWindow); }
+  int slots(size_t msg) const { return (int)std::clamp<size_t>(send.size() / msg, 1, gWindow); }
   HostMemory send, recv;
   Registration sendReg, recvReg;
   size_t ackOffset;
 };
 
-size_t bufferBytes(const Options& o) { return std::max(o.maxBytes, std::min(kBudget, o.maxBytes * kWindow)); }
+size_t bufferBytes(const Options& o) { return std::max(o.maxBytes, std::min(kBudget, o.maxBytes * gWindow)); }
 
 void* sendTo(Worker& w, Duplex& d, Buffers& b, size_t offset, size_t bytes, const char* what) {
   return postSend(w, d.out.sendComm, b.send.data() + offset, bytes, kTag, b.sendReg.handle(), what);
@@ -91,7 +93,7 @@ void checkSize(int got, size_t bytes, const char* what) {
 }
 
 // One direction of the bidirectional phase on this side: requests 0..n-1 carry the stream, request n the ack.
-// Posted in order, up to kWindow in flight, the oldest tested (NCCL's proxy, as pipeline()).
+// Posted in order, up to gWindow in flight, the oldest tested (NCCL's proxy, as pipeline()).
 struct Direction {
   std::deque<std::pair<int, void*>> inflight;
   int next = 0, done = 0;
@@ -99,7 +101,7 @@ struct Direction {
 };
 
 // The bidirectional phase of one size, the same on both sides: n messages of s bytes go out on this side's
-// sendComm while the peer's n come in on its recvComm, each direction with up to kWindow requests in flight,
+// sendComm while the peer's n come in on its recvComm, each direction with up to gWindow requests in flight,
 // from one loop, as NCCL's proxy drives a rank's sends and receives at once. Once all n have come in (and this
 // side's n are posted: an ack must follow them on the connection), this side sends its ack; the peer's ack
 // says that the peer has all of this side's messages. Returns the seconds from the start (both sides start on
@@ -113,7 +115,7 @@ double bidirectional(Worker& w, Duplex& d, Buffers& b, size_t s, int n) {
   Direction out, in;
   auto post = [&](Direction& dir, bool sending) {
     bool posted = false;
-    while (dir.next <= n && (int)dir.inflight.size() < kWindow) {
+    while (dir.next <= n && (int)dir.inflight.size() < gWindow) {
       const int i = dir.next;
       void* r;
       if (sending) {
@@ -198,6 +200,7 @@ std::vector<size_t> tableSizes(const Options& o) {
 }
 
 std::string tableSender(Worker& w) {
+  setWindow(w);
   Duplex d(w);
   connectBoth(w, d);
   Buffers b(w, d, bufferBytes(w.opt));
@@ -206,7 +209,7 @@ std::string tableSender(Worker& w) {
   note(
       "%s, device %d ('%s', %d Mbps), two processes: latency is half a ping-pong round trip; bandwidth one way, up "
       "to %d requests in flight; bidir both ways at once, per direction (the slower side's), up to %d in flight each",
-      w.plugin->label.c_str(), w.opt.device, w.props.name ? w.props.name : "?", w.props.speed, kWindow, kWindow);
+      w.plugin->label.c_str(), w.opt.device, w.props.name ? w.props.name : "?", w.props.speed, gWindow, gWindow);
   row("%12s %14s %16s %16s %14s", "size(B)", "latency(us)", "bandwidth(GB/s)", "bidir(GB/s)", "iters(lat,bw)");
   int measured = 0;
   for (size_t s : sizes) {
@@ -228,7 +231,7 @@ std::string tableSender(Worker& w) {
     }
     const double latencyUs = secondsSince(t0) / w.opt.iters / 2 * 1e6;
 
-    // Bandwidth: a stream of n messages, up to kWindow in flight, then the receiver's 8-byte ack.
+    // Bandwidth: a stream of n messages, up to gWindow in flight, then the receiver's 8-byte ack.
     w.restartClock();
     step("bandwidth of %zu B", s);
     const int n = bandwidthIters(w.opt, s), slots = b.slots(s);
@@ -237,7 +240,7 @@ std::string tableSender(Worker& w) {
     w.link.expect('B', "readiness for the bandwidth stream");
     t0 = Clock::now();
     pipeline(
-        w, n, kWindow,
+        w, n, gWindow,
         [&](int i) {
           return trySend(w, d.out.sendComm, b.send.data() + (size_t)(i % slots) * s, s, kTag, b.sendReg.handle());
         },
@@ -262,6 +265,7 @@ std::string tableSender(Worker& w) {
 }
 
 std::string tableReceiver(Worker& w) {
+  setWindow(w);
   Duplex d(w);
   connectBoth(w, d);
   Buffers b(w, d, bufferBytes(w.opt));
@@ -285,7 +289,7 @@ std::string tableReceiver(Worker& w) {
     w.link.signal('B');
     w.link.expect('B', "readiness for the bandwidth stream");
     pipeline(
-        w, n, kWindow,
+        w, n, gWindow,
         [&](int i) {
           void* p = b.recv.data() + (size_t)(i % slots) * s;
           size_t bytes = s;

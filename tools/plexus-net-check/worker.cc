@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <set>
+#include <string>
 
 #include "misc/debug.h"
 #include "netcheck.h"
@@ -581,6 +583,12 @@ void recvStream(Worker& w, void* comm, const std::vector<Message>& msgs, int win
 
 namespace {
 
+std::set<std::string> environment() {
+  std::set<std::string> vars;
+  for (char** e = environ; *e; e++) vars.insert(*e);
+  return vars;
+}
+
 void setup(Worker& w) {
   step("opening the plugin");
   std::string report;
@@ -589,7 +597,15 @@ void setup(Worker& w) {
     fail("cannot use it: %s", report.empty() ? "netPluginOpen gave no reason" : report.c_str());
   w.net = w.plugin->api.get();
   step("init");
+  const std::set<std::string> before = environment();
   require(w.init(&w.ctx, w.commId), "init");
+  const std::set<std::string> after = environment();
+  std::set<std::string> changed;
+  for (const std::string& e : before)
+    if (!after.count(e)) changed.insert(e.substr(0, e.find('=')));
+  for (const std::string& e : after)
+    if (!before.count(e)) changed.insert(e.substr(0, e.find('=')));
+  for (const std::string& name : changed) w.envChanged += (w.envChanged.empty() ? "" : ", ") + name;
   step("devices");
   require(w.devices(&w.ndev), "devices");
   if (w.ndev < 1) fail("devices reported %d; NCCL needs at least 1 (it passes over a plugin without)", w.ndev);

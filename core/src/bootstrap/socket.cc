@@ -324,7 +324,12 @@ ncclResult_t findInterface(SocketAddress* addr, std::string* ifName) {
   return ncclSuccess;
 }
 
-int bootstrapTimeout() { return (int)std::clamp<int64_t>(envInt("BOOTSTRAP_TIMEOUT", 120), 1, 1 << 24); }
+// PLEXUS_TIMEOUT, where set, bounds init and connection setup too: a rank that never answers fails init
+// as it fails an operation.
+int bootstrapTimeout() {
+  const int64_t opTimeout = envInt("TIMEOUT", 0);
+  return (int)std::clamp<int64_t>(envInt("BOOTSTRAP_TIMEOUT", opTimeout > 0 ? opTimeout : 120), 1, 1 << 24);
+}
 
 Deadline Deadline::after(double seconds) {
   auto now = std::chrono::steady_clock::now();

@@ -184,6 +184,16 @@ ncclResult_t netPluginChoose(const std::string& pluginSpec, const std::string& n
     *ctx = pctx;
     *report = p->label + ": chosen, " + std::to_string(ndev) + " device(s)" +
               (skipped.empty() ? "" : "; before it:" + skipped);
+    if (p == netPluginSocket() && !skipped.empty()) {
+      // The one line a user looks for when the plugin meant to carry the traffic did not.
+      ncclNetProperties_v12_t props{};
+      const bool named = p->api->getProperties(0, &props) == ncclSuccess && props.name;
+      const std::string line = format("net: falling back to the built-in socket net on interface %s (%d device(s)): %s",
+                                      named ? props.name : "?", ndev,
+                                      skipped.substr(3, skipped.find('\n', 3) - 3).c_str());
+      INFO(NCCL_INIT | NCCL_NET, "%s", line.c_str());
+      *report = line + "\n" + *report;
+    }
     return ncclSuccess;
   }
   return setError(nullptr, ncclSystemError,

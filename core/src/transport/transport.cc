@@ -108,11 +108,17 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
     NCCLCHECK(comm->bootstrap->recv(requests[i].peer, connectTag(requests[i].channel, !requests[i].isSend),
                                     &theirs[i], sizeof(theirs[i])));
   // Connects may have to wait for the peer's side (ncclInProgress): poll every one of the round in turn
-  // until all are done, so that no two ranks wait on each other.
+  // until all are done, so that no two ranks wait on each other. Sends first in each pass, as NCCL: a
+  // plugin's connect may complete only once the peer accepts, and the peer's accept only once it sees
+  // the connect.
   std::vector<bool> done(requests.size(), false);
+  std::vector<size_t> order;
+  for (int sends = 1; sends >= 0; sends--)
+    for (size_t i = 0; i < requests.size(); i++)
+      if (requests[i].isSend == (sends == 1)) order.push_back(i);
   const Deadline deadline = Deadline::after(bootstrapTimeout());
   for (size_t left = requests.size(), iter = 0; left > 0; iter++) {
-    for (size_t i = 0; i < requests.size(); i++) {
+    for (size_t i : order) {
       if (done[i]) continue;
       const ConnectRequest& req = requests[i];
       Connection& conn = comm->channels.connections[first + i];
@@ -158,7 +164,7 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
       return setError(comm, ncclSystemError,
                       "rank %d: connections still not established after %.0f s (%s): the peers did not answer "
                       "through the net plugin; check that they run and can reach this node (NCCL_SOCKET_IFNAME, "
-                      "firewall), or raise PLEXUS_BOOTSTRAP_TIMEOUT", comm->rank, deadline.seconds(), waiting.c_str());
+                      "firewall), or raise PLEXUS_TIMEOUT (or PLEXUS_BOOTSTRAP_TIMEOUT for setup alone)", comm->rank, deadline.seconds(), waiting.c_str());
     }
     dev::backoff((uint32_t)iter);
   }

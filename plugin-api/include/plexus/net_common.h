@@ -32,6 +32,7 @@
 #define NCCL_PTR_DMABUF 0x4
 
 #define NCCL_NET_MAX_REQUESTS 32 /* per comm in flight */
+#define NCCL_NET_MAX_REQUESTS_V6 8 /* what ABI v6 plugins (NCCL up to 2.18) were written for */
 #define NCCL_NET_MAX_PLUGINS 16
 #define NCCL_NET_MAX_DEVS_PER_NIC_V9 4
 #define NCCL_NET_MAX_DEVS_PER_NIC_V10 4

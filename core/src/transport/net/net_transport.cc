@@ -3,12 +3,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "device/runtime.h"
@@ -35,6 +40,7 @@ struct NetComm {
   const NetPlugin* plugin = nullptr;
   void* ctx = nullptr;
   std::vector<ncclNetProperties_v12_t> props;  // per device
+  int acceptsLeft = 0;  // accepts left blocked in the plugin: its context is not finalized under them
 };
 
 // Control words of one side, in its own memory: the kernel and the proxy share them.
@@ -56,6 +62,23 @@ struct RecvInfo {
 };
 static_assert(sizeof(RecvInfo) <= PLEXUS_CONNECT_INFO_BYTES, "connect info");
 
+// accept may block until the peer's connect arrives (several v4-v6-era plugins do): it runs on a thread of its
+// own, so that this rank's connect loop keeps going (its own connects, the setup deadline, abort). Shared with
+// that thread, which may outlive the connection when the plugin never returns.
+struct Acceptor {
+  std::atomic<bool> finished{false}, cancelled{false};
+  ncclResult_t result = ncclSuccess;
+  void* comm = nullptr;
+  std::thread thread;
+};
+
+// A connection posts at most PLEXUS_STEPS requests to its comm (a receiver's flush goes to a slot whose receive is
+// done), within what plugins written for NCCL_NET_MAX_REQUESTS_V6 take: ABI v6 plugins are used as they are.
+static_assert(PLEXUS_STEPS <= NCCL_NET_MAX_REQUESTS_V6, "requests in flight per comm");
+
+// What test() leaves in sizes when it does not fill them (the kernel never needs the size; a flush does).
+constexpr int kSizeUnset = -0x5a5a5a5a;
+
 // A flush still to be posted (the plugin asked for one, or gave a NULL request last time).
 void* const kFlushPending = (void*)&kFlushPending;
 
@@ -76,6 +99,7 @@ struct NetConn {
   Ctrl* kernelCtrl = nullptr;
   void* mhandle = nullptr;
   void* listenComm = nullptr;
+  std::shared_ptr<Acceptor> acceptor;  // receiver, while it connects
   void* comm = nullptr;  // sendComm or recvComm
   RecvInfo peerInfo{};    // sender: the receiver's handle, one buffer for every connect call (as NCCL's)
   bool connecting = false;
@@ -104,6 +128,31 @@ ncclResult_t fail(const NetConn& c, ncclResult_t r, const char* what) {
   return r == ncclInProgress ? ncclInternalError : r;
 }
 
+// Properties real plugins give that NCCL tolerates (speed 0, no maxRecvs, no name): logged, and a default used.
+void sanitize(const std::string& label, int dev, ncclNetProperties_v12_t* p) {
+  std::string fixed;
+  if (!p->name) {
+    static const char kUnnamed[] = "unnamed";
+    p->name = (char*)kUnnamed;
+    fixed += " name NULL (\"unnamed\" used);";
+  }
+  if (p->speed <= 0) {
+    fixed += " speed " + std::to_string(p->speed) + " Mbps (10000 used);";
+    p->speed = 10000;  // NCCL's default for a link of unknown speed
+  }
+  if (p->maxRecvs <= 0) {
+    fixed += " maxRecvs " + std::to_string(p->maxRecvs) + " (1 used);";
+    p->maxRecvs = 1;
+  }
+  if (p->latency < 0) {
+    fixed += " latency " + std::to_string(p->latency) + " us (0, the default, used);";
+    p->latency = 0;
+  }
+  if (!fixed.empty())
+    INFO(NCCL_INIT | NCCL_NET, "net transport: %s: device %d reports%s plexus-net-check reports these to the "
+         "plugin's authors", label.c_str(), dev, fixed.c_str());
+}
+
 // Chooses the communicator's net plugin once.
 ncclResult_t chooseNet(NetComm* n) {
   std::lock_guard<std::mutex> lock(n->mu);
@@ -124,6 +173,7 @@ ncclResult_t chooseNet(NetComm* n) {
       n->props[d] = ncclNetProperties_v12_t{};
       continue;
     }
+    sanitize(n->plugin->label, d, &n->props[d]);
     const ncclNetProperties_v12_t& p = n->props[d];
     char one[256];
     snprintf(one, sizeof one, "%s%d:%s (%d Mbps, maxRecvs %d%s)", devs.empty() ? "" : ", ", d, p.name ? p.name : "?",
@@ -167,7 +217,7 @@ ncclResult_t netCommInit(void*, const plexusTransportComm_v1_t* info, void** com
 
 ncclResult_t netCommFinalize(void* commCtx) {
   auto* n = (NetComm*)commCtx;
-  if (n->plugin && n->ctx) n->plugin->api->finalize(n->ctx);
+  if (n->plugin && n->ctx && !n->acceptsLeft) n->plugin->api->finalize(n->ctx);
   delete n;
   return ncclSuccess;
 }
@@ -221,7 +271,28 @@ ncclResult_t allocate(NetConn* c, const plexusTransportSetup_v1_t* setup) {
   return ncclSuccess;
 }
 
+// Ends the accept thread: at once if accept returns (a comm it made late is closed), else the thread is left
+// inside the plugin with the listen comm, which is never closed under it.
+void stopAcceptor(NetConn* c) {
+  std::shared_ptr<Acceptor> a = std::move(c->acceptor);
+  if (!a) return;
+  a->cancelled.store(true);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+  while (!a->finished.load() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!a->finished.load()) {
+    WARN("net transport: rank %d: accept of %s has not returned; leaving it blocked in the plugin (its listen comm is "
+         "not closed)", c->self, c->where().c_str());
+    a->thread.detach();
+    c->listenComm = nullptr;
+    c->net->acceptsLeft++;
+    return;
+  }
+  a->thread.join();
+  if (a->comm) c->plugin().api->closeRecv(a->comm);
+}
+
 void release(NetConn* c) {
+  stopAcceptor(c);
   if (c->net && c->net->plugin) {
     NetApi* a = c->net->plugin->api.get();
     if (c->mhandle) a->deregMr(c->comm, c->mhandle);
@@ -333,12 +404,41 @@ ncclResult_t netSendConnect(void* resources, const plexusConnectInfo_v1_t* peerI
   return ncclSuccess;
 }
 
+void acceptLoop(std::shared_ptr<Acceptor> a, NetApi* api, void* listenComm) {
+  // A plugin whose accept does not block answers "not yet" (comm NULL): ask again, a little less often each time.
+  for (int wait = 0;;) {
+    void* comm = nullptr;
+    ncclResult_t r = api->accept(listenComm, &comm);
+    if (r != ncclSuccess || comm || a->cancelled.load()) {
+      a->result = r;
+      a->comm = comm;
+      a->finished.store(true);
+      return;
+    }
+    wait = std::min(wait + 10, 1000);
+    std::this_thread::sleep_for(std::chrono::microseconds(wait));
+  }
+}
+
 ncclResult_t netRecvConnect(void* resources, const plexusConnectInfo_v1_t*, plexusConnInfo_v1_t* conn) {
   auto* c = (NetConn*)resources;
   if (!c->comm) {
-    ncclResult_t r = c->plugin().api->accept(c->listenComm, &c->comm);
+    if (!c->acceptor) {
+      c->acceptor = std::make_shared<Acceptor>();
+      try {
+        c->acceptor->thread = std::thread(acceptLoop, c->acceptor, c->plugin().api.get(), c->listenComm);
+      } catch (const std::system_error& e) {
+        c->acceptor.reset();
+        WARN("net transport: rank %d: cannot start a thread to accept %s: %s", c->self, c->where().c_str(), e.what());
+        return ncclSystemError;
+      }
+    }
+    if (!c->acceptor->finished.load()) return ncclInProgress;
+    c->acceptor->thread.join();
+    const ncclResult_t r = c->acceptor->result;
+    c->comm = c->acceptor->comm;
+    c->acceptor.reset();
     if (r != ncclSuccess) return fail(*c, r, "accept");
-    if (!c->comm) return ncclInProgress;
     c->plugin().api->closeListen(c->listenComm);
     c->listenComm = nullptr;
     NCCLCHECK(registerBuffer(c));
@@ -470,15 +570,17 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
   while (c->completed < c->posted) {
     const int slot = (int)(c->completed % PLEXUS_STEPS);
     if (!c->flushing) {
-      int done = 0, size = 0;
+      int done = 0, size = kSizeUnset;
       ncclResult_t r = api.test(c->requests[slot], &done, &size);
       if (r != ncclSuccess) return failed(*c, r, "a receive (test)", error, errorLen);
       if (!done) break;
+      if (size == kSizeUnset) size = c->stepSize;  // plugins in the field leave it unfilled: the whole slot, then
       if (size < 0 || size > c->stepSize)
         return failed(*c, ncclInternalError, "a receive reporting a bad size", error, errorLen);
-      // A plugin that asks for it (forceFlush) gets an iflush after each receive, before the kernel sees it; so does
-      // every receive into GPU memory (GPUDirect), whose writes the NIC may still hold when the request completes.
-      if ((c->net->props[c->dev].forceFlush || c->gdr) && size > 0) {
+      // Receives into GPU memory (GPUDirect) get an iflush before the kernel sees them: the NIC may still hold
+      // their writes when the request completes. Never host memory, forceFlush or not: NCCL flushes only GDR
+      // receives, and plugins in the field fail iflush on host memory.
+      if (c->gdr && size > 0) {
         c->flushing = kFlushPending;
         c->flushSize = size;
       }
