@@ -11,20 +11,25 @@
 
 namespace nets {
 
-// Which net carries the traffic between nodes: "socket" (built in) or a plugin file that must exist.
-struct Net {
-  std::string name;        // NCCL_NET_PLUGIN's value
-  std::string pluginFile;  // the file it must find; empty: built in
-  // The transport the plugin's library should use, on loopback only.
-  std::vector<std::pair<const char*, const char*>> env;
-};
-
-inline bool available(const Net& n) { return n.pluginFile.empty() || access(n.pluginFile.c_str(), R_OK) == 0; }
-
-inline std::string inPluginDir(const char* file) {
+inline std::string inPluginDir(const std::string& file) {
   const char* dir = getenv("PLEXUS_PLUGIN_PATH");
   return std::string(dir ? dir : ".") + "/" + file;
 }
+
+// Which net carries the traffic between nodes: "socket" (built in) or a plugin file that must exist.
+struct Net {
+  std::string name;        // NCCL_NET_PLUGIN's value
+  std::string pluginFile;  // empty: built in; a bare file name: in PLEXUS_PLUGIN_PATH, looked up when used
+  // The transport the plugin's library should use, on loopback only.
+  std::vector<std::pair<const char*, const char*>> env;
+
+  // Resolved at the time of use: the test binary sets PLEXUS_PLUGIN_PATH in main, after static initialisation.
+  std::string path() const {
+    return pluginFile.empty() || pluginFile.find('/') != std::string::npos ? pluginFile : inPluginDir(pluginFile);
+  }
+};
+
+inline bool available(const Net& n) { return n.pluginFile.empty() || access(n.path().c_str(), R_OK) == 0; }
 
 // A net plugin of the test tree (tests/plugins, tools/plexus-net-check/test).
 inline std::string testPlugin(const std::string& name) {
@@ -32,7 +37,7 @@ inline std::string testPlugin(const std::string& name) {
 }
 
 inline const Net kSocket{"socket", "", {}};
-inline const Net kUcx{"ucx", inPluginDir("libnccl-net-ucx.so"), {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
-inline const Net kOfi{"ofi", inPluginDir("libnccl-net-ofi.so"), {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
+inline const Net kUcx{"ucx", "libnccl-net-ucx.so", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
+inline const Net kOfi{"ofi", "libnccl-net-ofi.so", {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
 
 }  // namespace nets

@@ -9,6 +9,7 @@
 // PLEXUS_FAULT_KINDS=ucx runs the kinds whose names hold that string.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -184,7 +185,7 @@ void runKinds(int trials) {
   for (const Kind& k : kinds) {
     if (only && !strstr(k.name, only)) continue;
     if (k.net && !nets::available(*k.net)) {
-      MESSAGE("skipped ", std::string(k.name), ": ", k.net->pluginFile.c_str(), " was not built");
+      MESSAGE("skipped ", std::string(k.name), ": ", k.net->path().c_str(), " was not built");
       continue;
     }
     const Tally t = killTrials(k, trials, seed++);
@@ -419,7 +420,17 @@ long abortStuckScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stre
   std::vector<float> buf(1 << 16, 1.0f);
   for (int i = 0; i < 8; i++)
     ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, stream);
-  usleep(1000000);  // the proxy is inside test() by now
+  // The proxy is inside the plugin's test() for ever once the plugin says so.
+  void* lib = dlopen(nets::testPlugin("defective").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  const int* blocked = lib ? (const int*)dlsym(lib, "defectiveBlockedCalls") : nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (blocked && !__atomic_load_n(blocked, __ATOMIC_SEQ_CST) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!blocked || !__atomic_load_n(blocked, __ATOMIC_SEQ_CST)) {
+    fprintf(stderr, "rank %d: the proxy never blocked in the plugin's test() (%s)\n", rank,
+            blocked ? "within 30 s" : "defectiveBlockedCalls not found");
+    _exit(1);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   ncclCommAbort(comm);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,14 +1,17 @@
-// Reference data and checks for collectives, in the element type's own semantics.
+// Reference data and checks for collectives, computed apart from the library's own conversions and reductions.
 #pragma once
 
 #include <nccl.h>
 #include <plexus/device/reduce.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#include "reference.h"
 
 namespace check {
 
@@ -37,12 +40,27 @@ template <typename T> constexpr bool isFp8() {
   return std::is_same_v<T, fp8e4m3_t> || std::is_same_v<T, fp8e5m2_t>;
 }
 
+// The element types are the library's (plugin-api/include/plexus/device/reduce.h); every value the tests
+// expect is computed apart from it: minifloats through tests/common/reference.h, reductions in double
+// arithmetic, where the inputs below keep every partial result exact.
+template <typename T> constexpr reference::Format formatOf() {
+  if constexpr (std::is_same_v<T, half_t>) return reference::kHalf;
+  else if constexpr (std::is_same_v<T, bf16_t>) return reference::kBf16;
+  else if constexpr (std::is_same_v<T, fp8e4m3_t>) return reference::kE4m3;
+  else return reference::kE5m2;
+}
+
 template <typename T> T fromInt(int v) {
-  if constexpr (IsMiniFloat<T>::value) return fromFloat<T>((float)v);
-  else return (T)v;
+  if constexpr (IsMiniFloat<T>::value) {
+    T t;
+    t.bits = (decltype(t.bits))reference::encode(formatOf<T>(), v);
+    return t;
+  } else {
+    return (T)v;
+  }
 }
 template <typename T> double toDouble(T v) {
-  if constexpr (IsMiniFloat<T>::value) return toFloat(v);
+  if constexpr (IsMiniFloat<T>::value) return reference::decode(formatOf<T>(), v.bits);
   else return (double)v;
 }
 
@@ -58,16 +76,22 @@ template <typename T> void fill(void* buf, size_t count, ncclRedOp_t op, int ran
     memcpy(p + i, p, (count - i < kInputPeriod ? count - i : kInputPeriod) * sizeof(T));
 }
 
-// The reduction of every rank's fill() value at index i, as the element type computes it.
-template <typename T> T reduceRanks(ncclRedOp_t op, int nranks, size_t i) {
-  T acc = fromInt<T>(inputValue(op, 0, i, isFp8<T>()));
+// A rank's input at index i as the element type holds it (e5m2 rounds 30 to 32, say).
+template <typename T> double inputHeld(ncclRedOp_t op, int rank, size_t i) {
+  return toDouble(fromInt<T>(inputValue(op, rank, i, isFp8<T>())));
+}
+
+// The reduction of every rank's fill() value at index i, in double arithmetic: exact, since the inputs are
+// small integers whose sums and products every element type holds.
+template <typename T> double reduceRanks(ncclRedOp_t op, int nranks, size_t i) {
+  double acc = inputHeld<T>(op, 0, i);
   for (int r = 1; r < nranks; r++) {
-    T v = fromInt<T>(inputValue(op, r, i, isFp8<T>()));
+    const double v = inputHeld<T>(op, r, i);
     switch (op) {
-      case ncclProd: acc = FuncProd<T>(0).op(acc, v); break;
-      case ncclMax: acc = FuncMax<T>(0).op(acc, v); break;
-      case ncclMin: acc = FuncMin<T>(0).op(acc, v); break;
-      default: acc = FuncSum<T>(0).op(acc, v); break;
+      case ncclProd: acc *= v; break;
+      case ncclMax: acc = std::max(acc, v); break;
+      case ncclMin: acc = std::min(acc, v); break;
+      default: acc += v; break;
     }
   }
   return acc;
@@ -83,11 +107,10 @@ template <typename T> size_t verifyReduced(const void* buf, size_t count, ncclRe
   const size_t period = count < kInputPeriod ? count : kInputPeriod;
   std::vector<double> expect(period), tol(period, 0.0);
   for (size_t k = 0; k < period; k++) {
-    T acc = reduceRanks<T>(op, nranks, first + k);
-    expect[k] = toDouble(acc);
+    expect[k] = reduceRanks<T>(op, nranks, first + k);
     if (op == ncclAvg) {
       if constexpr (std::is_integral_v<T>) {
-        expect[k] = (double)(T)(acc / (T)nranks);
+        expect[k] = (double)((int64_t)expect[k] / nranks);  // the sums are positive: truncation as C's
       } else {
         expect[k] /= nranks;
         tol[k] = IsMiniFloat<T>::value ? 0.13 * std::fabs(expect[k]) + 0.01 : 1e-5 * std::fabs(expect[k]) + 1e-6;
@@ -104,15 +127,11 @@ template <typename T> size_t verifyReduced(const void* buf, size_t count, ncclRe
 }
 
 // PreMulSum (ncclRedOpCreatePreMulSum with scalar): every rank's fill(ncclSum) input multiplied by
-// scalar, then summed, as the element type computes it (minifloats round after each operation).
-// Callers pick inputs and scalars whose products and sums are exact, so the order of the ring's
-// additions does not matter.
-template <typename T> T preMulSumRanks(T scalar, int nranks, size_t i) {
-  uint64_t bits = 0;
-  memcpy(&bits, &scalar, sizeof(T));
-  FuncPreMulSum<T> f(bits);
-  T acc = f.pre(fromInt<T>(inputValue(ncclSum, 0, i, isFp8<T>())));
-  for (int r = 1; r < nranks; r++) acc = f.op(acc, f.pre(fromInt<T>(inputValue(ncclSum, r, i, isFp8<T>()))));
+// scalar, then summed. Callers pick inputs and scalars whose products and sums are exact, so the
+// double arithmetic here is what the element type computes, in any order.
+template <typename T> double preMulSumRanks(T scalar, int nranks, size_t i) {
+  double acc = 0;
+  for (int r = 0; r < nranks; r++) acc += toDouble(scalar) * inputHeld<T>(ncclSum, r, i);
   return acc;
 }
 
@@ -120,11 +139,10 @@ template <typename T> T preMulSumRanks(T scalar, int nranks, size_t i) {
 template <typename T> size_t verifyPreMulSum(const void* buf, size_t count, T scalar, int nranks, size_t first) {
   const T* p = (const T*)buf;
   const size_t period = count < kInputPeriod ? count : kInputPeriod;
-  std::vector<T> expect(period);
+  std::vector<double> expect(period);
   for (size_t k = 0; k < period; k++) expect[k] = preMulSumRanks<T>(scalar, nranks, first + k);
   size_t wrong = 0;
-  for (size_t i = 0, k = 0; i < count; i++, k = k + 1 == period ? 0 : k + 1)
-    wrong += memcmp(&p[i], &expect[k], sizeof(T)) != 0;
+  for (size_t i = 0, k = 0; i < count; i++, k = k + 1 == period ? 0 : k + 1) wrong += !(toDouble(p[i]) == expect[k]);
   return wrong;
 }
 

@@ -302,6 +302,21 @@ TEST_CASE("ncclCommInitRankScalable: bad input, and every id's root is really us
   CHECK(secs < 10.0);
 }
 
+// True once the communicator's hang report shows an AllReduce waiting on a peer: the operation is in flight,
+// so what the test does next (shrink, revoke) meets it there. False after 30 s.
+static bool waitingInAllReduce(ncclComm_t comm) {
+  char report[16384] = "";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (plexusCommHangReport(comm, report, sizeof report) == ncclSuccess && strstr(report, "running AllReduce") &&
+        strstr(report, "waiting"))
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  fprintf(stderr, "the AllReduce never showed as waiting in the hang report:\n%s\n", report);
+  return false;
+}
+
 TEST_CASE("ncclCommShrink: survivors renumbered; NCCL_SHRINK_ABORT stops what is stuck on the parent") {
   // Rank 1 leaves: 0, 2, 3 become 0, 1, 2. Rank 1 does not call.
   CHECK(harness::runThreads(4, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
@@ -339,7 +354,7 @@ TEST_CASE("ncclCommShrink: survivors renumbered; NCCL_SHRINK_ABORT stops what is
           long bad = 0;
           std::vector<int> stuck(1 << 16, 1);
           CHECK_NCCL(ncclAllReduce(stuck.data(), stuck.data(), stuck.size(), ncclInt32, ncclSum, comm, stream));
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          if (!waitingInAllReduce(comm)) return 1L;
           int excl[1] = {3};
           ncclComm_t child = nullptr;
           auto t0 = std::chrono::steady_clock::now();
@@ -368,7 +383,7 @@ TEST_CASE("ncclCommRevoke: stops what is in flight, refuses new work, leaves spl
           if (rank == 0) {
             // Rank 1 never joins this one: only the revoke lets it end.
             CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclInt32, ncclSum, comm, stream));
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            if (!waitingInAllReduce(comm)) return 1L;
           }
           auto t0 = std::chrono::steady_clock::now();
           CHECK_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));

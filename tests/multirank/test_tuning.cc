@@ -283,14 +283,20 @@ TEST_CASE("tuning: tuner-csv (NCCL_TUNER_PLUGIN=csv) reads NCCL's CSV format and
   close(mkstemp(p));
   std::ofstream(p) << "# collective,min,max,algorithm,protocol,channels,nNodes,nRanks\n"
                       "allreduce,0,4095,tree,ll,-1,-1,-1\n"
-                      "allreduce,4096,1000000,ring,simple,2,1,3\n";
+                      "allreduce,4096,1000000,ring,simple,2,1,3\n"
+                      "allreduce,1000001,100000000,ring,simple,64,-1,-1\n";  // more channels than there are
   setenv("NCCL_TUNER_PLUGIN", "csv", 1);
   setenv("NCCL_TUNER_CONFIG_FILE", p, 1);
   setenv("PLEXUS_MIN_NCHANNELS", "2", 1);
   CHECK(harness::runThreads(3, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-          plexusDecision_t small, large;
+          plexusDecision_t small, large, wide;
           long bad = allReduceOnce(comm, stream, rank, nranks, 100, &small);
           bad += allReduceOnce(comm, stream, rank, nranks, 100000, &large);
+          bad += allReduceOnce(comm, stream, rank, nranks, 500000, &wide);
+          if (wide.nChannels >= 64 || !contains(wide.reason, "its 64 channels cannot be honoured: ")) {
+            fprintf(stderr, "rank %d: 64 channels asked, %d used: %s\n", rank, wide.nChannels, wide.reason);
+            bad++;
+          }
           bad += strcmp(small.algorithm, "tree") || strcmp(small.protocol, "LL") || !contains(small.reason, "tuner plugin csv");
           bad += strcmp(large.algorithm, "ring") || strcmp(large.protocol, "Simple") || large.nChannels != 2;
           if (bad)

@@ -5,9 +5,86 @@
 #include <plexus/device/work.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "reference.h"
+
 using namespace plexus::dev;
+
+// The tests' own conversions (tests/common/reference.h), from which the collectives' expected values come,
+// pinned against sources that share nothing with them or with the library: the compiler's _Float16, and
+// IEEE 754 / OCP 8-bit float tables.
+TEST_CASE("reference conversions: the compiler's _Float16, and IEEE/OCP tables for bf16 and fp8") {
+#ifdef __FLT16_MAX__
+  size_t decodeWrong = 0, encodeWrong = 0;
+  for (uint32_t b = 0; b < 65536; b++) {
+    uint16_t bits = (uint16_t)b;
+    _Float16 h;
+    memcpy(&h, &bits, 2);
+    const double want = (double)h, got = reference::decode(reference::kHalf, b);
+    decodeWrong += !(want == got || (std::isnan(want) && std::isnan(got))) || std::signbit(want) != std::signbit(got);
+    // Halfway between this pattern and the next: the compiler's rounding (to nearest even) and ours agree.
+    uint16_t next = (uint16_t)(b + 1);
+    _Float16 hn;
+    memcpy(&hn, &next, 2);
+    if (std::isfinite(want) && std::isfinite((double)hn) && (b & 0x7fff) < 0x7bff) {
+      const double mid = (want + (double)hn) / 2;
+      const _Float16 rounded = (_Float16)mid;
+      uint16_t r;
+      memcpy(&r, &rounded, 2);
+      encodeWrong += reference::encode(reference::kHalf, mid) != r;
+    }
+  }
+  CHECK(decodeWrong == 0);
+  CHECK(encodeWrong == 0);
+#else
+  MESSAGE("this compiler has no _Float16: the fp16 reference is checked against the tables only");
+#endif
+  CHECK(reference::decode(reference::kHalf, 0x7bff) == 65504.0);
+  CHECK(reference::encode(reference::kHalf, 65520.0) == 0x7c00);  // IEEE: half an ulp past the largest is inf
+  CHECK(reference::decode(reference::kBf16, 0x3f80) == 1.0);
+  CHECK(reference::decode(reference::kBf16, 0x7f7f) == 0x1.fep127);
+  CHECK(reference::decode(reference::kBf16, 0x0001) == 0x1p-133);
+  CHECK(std::isinf(reference::decode(reference::kBf16, 0x7f80)));
+  // OCP 8-bit floating point, v1.0: E4M3 max 448 (S.1111.110), NaN S.1111.111, no infinity; E5M2 max 57344.
+  CHECK(reference::decode(reference::kE4m3, 0x7e) == 448.0);
+  CHECK(std::isnan(reference::decode(reference::kE4m3, 0x7f)));
+  CHECK(reference::decode(reference::kE4m3, 0x78) == 256.0);
+  CHECK(reference::decode(reference::kE4m3, 0x38) == 1.0);
+  CHECK(reference::decode(reference::kE4m3, 0x01) == 0x1p-9);
+  CHECK(reference::encode(reference::kE4m3, 1000.0) == 0x7e);  // saturates, as NCCL's conversion
+  CHECK(reference::decode(reference::kE5m2, 0x7b) == 57344.0);
+  CHECK(std::isinf(reference::decode(reference::kE5m2, 0x7c)));
+  CHECK(reference::decode(reference::kE5m2, 0x3c) == 1.0);
+  CHECK(reference::decode(reference::kE5m2, 0x01) == 0x1p-16);
+  CHECK(reference::encode(reference::kE5m2, 30.0) == 0x50);  // a tie between 28 (0x4f) and 32: the even pattern
+}
+
+// The library's conversions against that reference, over every pattern of every small float.
+TEST_CASE("the library's minifloat conversions agree with the reference on every bit pattern") {
+  size_t wrong = 0;
+  auto same = [](double a, double b) { return (a == b && std::signbit(a) == std::signbit(b)) || (std::isnan(a) && std::isnan(b)); };
+  for (uint32_t b = 0; b < 65536; b++) {
+    wrong += !same(toFloat(half_t{(uint16_t)b}), reference::decode(reference::kHalf, b));
+    wrong += !same(toFloat(bf16_t{(uint16_t)b}), reference::decode(reference::kBf16, b));
+  }
+  for (uint32_t b = 0; b < 256; b++) {
+    wrong += !same(toFloat(fp8e4m3_t{(uint8_t)b}), reference::decode(reference::kE4m3, b));
+    wrong += !same(toFloat(fp8e5m2_t{(uint8_t)b}), reference::decode(reference::kE5m2, b));
+  }
+  CHECK(wrong == 0);
+  // And the rounding of small integers and halves, the values the collectives' tests use.
+  size_t rounding = 0;
+  for (int v = -600; v <= 600; v++)
+    for (double x : {(double)v, v + 0.5}) {
+      rounding += fromFloat<half_t>((float)x).bits != reference::encode(reference::kHalf, x);
+      rounding += fromFloat<bf16_t>((float)x).bits != reference::encode(reference::kBf16, x);
+      rounding += fromFloat<fp8e4m3_t>((float)x).bits != reference::encode(reference::kE4m3, x);
+      rounding += fromFloat<fp8e5m2_t>((float)x).bits != reference::encode(reference::kE5m2, x);
+    }
+  CHECK(rounding == 0);
+}
 
 TEST_CASE("fp16 conversion rounds to nearest even and handles the edges") {
   CHECK(toFloat(fromFloat<half_t>(1.0f)) == 1.0f);

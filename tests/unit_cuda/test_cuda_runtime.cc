@@ -12,6 +12,7 @@
 
 #include "device/cuda_runtime.h"
 #include "fake_libcuda.h"
+#include "skip.h"
 
 namespace pc = plexus::cuda;
 using plexus::DeviceMem;
@@ -402,13 +403,13 @@ TEST_CASE("cuda runtime: graphRetain ties release(arg) to the graph; a failure h
 // On a machine with a GPU, the same seam over the real driver (never run where this was written: no GPU there).
 TEST_CASE("cuda runtime: memory, copies, pointer kinds, events and callbacks on a real GPU") {
   if (getenv("PLEXUS_CUDA_DRIVER")) {
-    MESSAGE("skipped: PLEXUS_CUDA_DRIVER is set");
+    testskip::skip("PLEXUS_CUDA_DRIVER is set (a fake driver)");
     return;
   }
   DeviceRuntime* raw = nullptr;
   std::string error;
   if (plexus::cudaRuntimeCreate(&raw, &error) != ncclSuccess) {
-    MESSAGE("skipped: no CUDA here (", error, ")");
+    testskip::skip("no CUDA here (" + error + ")");
     return;
   }
   std::unique_ptr<DeviceRuntime> rt(raw);

@@ -11,6 +11,7 @@
 
 #include "device/cuda_runtime.h"
 #include "fake_libcuda.h"
+#include "skip.h"
 
 namespace pc = plexus::cuda;
 
@@ -54,7 +55,7 @@ TEST_CASE("cuda driver: a path that does not exist fails, naming it and the host
 
 TEST_CASE("cuda driver: the toolkit's stub library fails with CUDA_ERROR_STUB_LIBRARY") {
   if (access(kStub, R_OK) != 0) {
-    MESSAGE("skipped: ", kStub, " is not here");
+    testskip::skip(std::string(kStub) + " is not here");
     return;
   }
   pc::Driver d;
@@ -274,7 +275,7 @@ TEST_CASE("cuda runtime: creation on this machine fails cleanly where no driver 
 TEST_CASE("cuda driver: driver() loads PLEXUS_CUDA_DRIVER once") {
   const char* path = getenv("PLEXUS_CUDA_DRIVER");
   if (!path || std::string(path) != PLEXUS_FAKE_CUDA) {
-    MESSAGE("skipped: run with PLEXUS_CUDA_DRIVER=" PLEXUS_FAKE_CUDA " (ctest unit_cuda.driver_env does)");
+    testskip::skip("run with PLEXUS_CUDA_DRIVER=" PLEXUS_FAKE_CUDA " (ctest unit_cuda.driver_env does)");
     return;
   }
   std::string error;

@@ -455,7 +455,7 @@ void benchTime(ThreadCtx& t, const SizeSetup& s, ncclDataType_t type, ncclRedOp_
   const double busBw = algBw * gW.coll->busFactor(gW.nRanks);
 
   // Validation runs separately from the timed loop, which may have overwritten its own input.
-  const bool report = o.check > 0 && (!inPlace || !gW.coll->noInPlace);
+  const bool report = o.check > 0 && (!inPlace || !(gW.coll->noInPlace || gW.coll->inPlaceUnchecked));
   int64_t wrong = 0;
   bool localWrong = false;
   static thread_local uint64_t rep = 0;

@@ -127,6 +127,7 @@ struct Collective {
   bool rooted = false;     // uses -r; the root column shows the root, else -1
   bool rootOnly = false;   // only the root's receive buffer holds a defined result
   bool noInPlace = false;  // the library refuses in-place (alltoall): the in-place columns read N/A
+  bool inPlaceUnchecked = false;  // in-place is timed but its result undefined (sendrecv): #wrong reads N/A
   bool pow2Ranks = false;  // needs a power-of-two rank count
   bool stepwise = false;   // issues dependent groups one after another; -g would merge them into one
   void (*counts)(size_t count, int nranks, Counts* c) = nullptr;

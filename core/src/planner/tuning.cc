@@ -365,6 +365,13 @@ ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d)
   dec.timeUs = pick->timeUs;
   const int algoMax = std::min(t.nChannels, (*t.algos)[pick->algo].maxChannels);
   dec.nChannels = channels ? std::min(channels, algoMax) : pick->nChannels;
+  if (channels > algoMax)
+    why += "; its " + std::to_string(channels) + " channels cannot be honoured: " +
+           ((*t.algos)[pick->algo].maxChannels < t.nChannels
+                ? (*t.algos)[pick->algo].plugin->name + " runs on at most " +
+                      std::to_string((*t.algos)[pick->algo].maxChannels)
+                : "the communicator has " + std::to_string(t.nChannels) + " (NCCL_MAX_NCHANNELS, NCCL_MIN_NCHANNELS)") +
+           ", " + std::to_string(dec.nChannels) + " used";
   dec.chunkBytes = std::min(chunk ? (size_t)chunk : maxChunk(t, dec.proto), maxChunk(t, dec.proto));
   // v6 may set the chunk of the pair it ran, within what the protocol's buffers take.
   const int ncclAlgo = ncclAlgoIndex((*t.algos)[pick->algo].plugin->name);

@@ -24,6 +24,10 @@
 #include <set>
 #include <string>
 
+// Calls blocked for ever in the plugin (hang-test): a test waits for it instead of sleeping and hoping.
+extern "C" __attribute__((visibility("default"))) int defectiveBlockedCalls;
+int defectiveBlockedCalls = 0;
+
 namespace {
 
 const ncclNet_v12_t* sock = nullptr;
@@ -81,8 +85,10 @@ ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles,
 ncclResult_t test(void* request, int* done, int* sizes) {
   static long calls = 0;
   if (is("crash-test") && ++calls == 10) raise(SIGSEGV);
-  if (is("hang-test") && ++calls >= 20)
+  if (is("hang-test") && ++calls >= 20) {
+    __atomic_add_fetch(&defectiveBlockedCalls, 1, __ATOMIC_SEQ_CST);
     for (;;) pause();
+  }
   if (finished.count(request)) return *done = 0, ncclSuccess;
   ncclResult_t r = sock->test(request, done, sizes);
   if (r != ncclSuccess && is("false-completion")) {
