@@ -208,7 +208,9 @@ class CudaRuntime final : public DeviceRuntime {
     void* extra[] = {launchParam(CU_LAUNCH_PARAM_BUFFER_POINTER_AS_INT), const_cast<void*>(k.args),
                      launchParam(CU_LAUNCH_PARAM_BUFFER_SIZE_AS_INT), &bytes, launchParam(CU_LAUNCH_PARAM_END_AS_INT)};
     auto* function = static_cast<CUfunction>(const_cast<void*>(k.function));
-    return check(d_->launchKernel(function, k.grid, 1, 1, k.block, 1, 1, 0, stream, nullptr, extra), "cuLaunchKernel");
+    const ncclResult_t r =
+        check(d_->launchKernel(function, k.grid, 1, 1, k.block, 1, 1, 0, stream, nullptr, extra), "cuLaunchKernel");
+    return r == ncclSuccess && k.recordAfter ? eventRecord(k.recordAfter, stream) : r;
   }
 
   ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) override {

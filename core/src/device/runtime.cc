@@ -3,9 +3,12 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
+
+#include <plexus/device/arch.h>
 
 #include "comm/communicator.h"
 #include "device/cuda_runtime.h"
@@ -71,12 +74,24 @@ class HostRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t launch(cudaStream_t stream, const KernelLaunch& k) override {
-    const auto* kernel = static_cast<const HostKernel*>(k.function);
-    // The arguments are the caller's until launch returns, as with cuLaunchKernel: the stream keeps a copy.
-    std::vector<char> args((const char*)k.args, (const char*)k.args + k.argsBytes);
-    const unsigned grid = k.grid;
-    asHostStream(stream)->enqueue([kernel, args = std::move(args), grid] {
-      return kernel->run(kernel->self, args.data(), args.size(), grid);
+    if (k.argsBytes > sizeof(Launch::args))
+      return setError(nullptr, ncclInternalError, "host backend: %zu bytes of kernel arguments, more than %zu",
+                      k.argsBytes, sizeof(Launch::args));
+    // The arguments are the caller's until launch returns, as with cuLaunchKernel: the stream keeps a copy, in a
+    // reused buffer (a launch allocates nothing once the pool holds the launches in flight).
+    Launch* l = takeLaunch();
+    l->kernel = static_cast<const HostKernel*>(k.function);
+    l->grid = k.grid;
+    l->argsBytes = k.argsBytes;
+    memcpy(l->args, k.args, k.argsBytes);
+    // The event's record rides on the kernel's operation: one operation per launch, not two.
+    l->event = static_cast<HostEvent*>(k.recordAfter);
+    if (l->event) l->eventGen = l->event->recorded.fetch_add(1, std::memory_order_relaxed) + 1;
+    asHostStream(stream)->enqueue([this, l] {  // two pointers: std::function keeps them without allocating
+      const ncclResult_t r = l->kernel->run(l->kernel->self, l->args, l->argsBytes, l->grid);
+      if (l->event) l->event->complete(l->eventGen);
+      giveLaunch(l);
+      return r;
     });
     return ncclSuccess;
   }
@@ -87,30 +102,37 @@ class HostRuntime final : public DeviceRuntime {
     });
     return ncclSuccess;
   }
+  // The core's events (not the API's plexusEvent: no timing, no condition variable): a record is one stream
+  // operation that publishes its generation, so a launch pays no lock for the event that follows it.
   ncclResult_t eventCreate(void** event) override {
-    *event = new plexusEvent();
+    *event = new HostEvent();
     return ncclSuccess;
   }
   ncclResult_t eventRecord(void* event, cudaStream_t stream) override {
-    plexus::eventRecord(static_cast<plexusEvent*>(event), asHostStream(stream));
+    auto* e = static_cast<HostEvent*>(event);
+    const uint64_t gen = e->recorded.fetch_add(1, std::memory_order_relaxed) + 1;
+    asHostStream(stream)->enqueue([e, gen] {
+      e->complete(gen);
+      return ncclSuccess;
+    });
     return ncclSuccess;
   }
-  ncclResult_t eventQuery(void* event) override {
-    auto* e = static_cast<plexusEvent*>(event);
-    std::lock_guard<std::mutex> lock(e->mu);
-    return e->completed >= e->recorded ? ncclSuccess : ncclInProgress;
-  }
+  ncclResult_t eventQuery(void* event) override { return static_cast<HostEvent*>(event)->done() ? ncclSuccess : ncclInProgress; }
   ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) override {
-    plexus::streamWaitEvent(asHostStream(stream), static_cast<plexusEvent*>(event));
+    auto* e = static_cast<HostEvent*>(event);
+    const uint64_t target = e->recorded.load(std::memory_order_relaxed);
+    asHostStream(stream)->enqueue([e, target] {
+      // Another stream's progress: rare (a launch on a new stream), and that stream's own thread moves it.
+      for (uint32_t iter = 0; e->completed.load(std::memory_order_acquire) < target; iter++)
+        dev::backoff(iter < 4096 ? iter : 4096);
+      return ncclSuccess;
+    });
     return ncclSuccess;
   }
   void eventDestroy(void* event) override {
-    auto* e = static_cast<plexusEvent*>(event);
-    {
-      // A pending record still touches the event: wait for it.
-      std::unique_lock<std::mutex> lock(e->mu);
-      e->cv.wait(lock, [&] { return e->completed >= e->recorded; });
-    }
+    auto* e = static_cast<HostEvent*>(event);
+    // A pending record still touches the event: wait for it.
+    for (uint32_t iter = 0; !e->done(); iter++) dev::backoff(iter < 4096 ? iter : 4096);
     delete e;
   }
   ncclResult_t captureStatus(cudaStream_t, bool* capturing, void** graph) override {
@@ -123,6 +145,48 @@ class HostRuntime final : public DeviceRuntime {
   }
   ncclResult_t exportDmabuf(const DeviceMem&, int*, uint64_t*) override { return ncclInvalidUsage; }
   std::string lastError() override { return ""; }
+  ~HostRuntime() override {
+    delete spare_.load();
+    for (Launch* l : launches_) delete l;
+  }
+
+ private:
+  struct HostEvent {
+    std::atomic<uint64_t> recorded{0}, completed{0};
+    bool done() const { return completed.load(std::memory_order_acquire) >= recorded.load(std::memory_order_relaxed); }
+    void complete(uint64_t gen) {
+      uint64_t seen = completed.load(std::memory_order_relaxed);
+      while (seen < gen && !completed.compare_exchange_weak(seen, gen, std::memory_order_release)) {
+      }
+    }
+  };
+  struct Launch {
+    const HostKernel* kernel;
+    unsigned grid;
+    size_t argsBytes;
+    HostEvent* event;
+    uint64_t eventGen;
+    alignas(16) char args[sizeof(plexusDevKernelArgs_v1_t)];
+  };
+  // One spare buffer serves the usual case (a launch runs before the next is made) with one atomic exchange; launches
+  // in flight beyond it wait in a locked pool.
+  Launch* takeLaunch() {
+    if (Launch* l = spare_.exchange(nullptr, std::memory_order_acquire)) return l;
+    std::lock_guard<std::mutex> lock(launchMu_);
+    if (launches_.empty()) return new Launch;
+    Launch* l = launches_.back();
+    launches_.pop_back();
+    return l;
+  }
+  void giveLaunch(Launch* l) {
+    Launch* none = nullptr;
+    if (spare_.compare_exchange_strong(none, l, std::memory_order_release)) return;
+    std::lock_guard<std::mutex> lock(launchMu_);
+    launches_.push_back(l);
+  }
+  std::atomic<Launch*> spare_{nullptr};
+  std::mutex launchMu_;
+  std::vector<Launch*> launches_;
 };
 
 std::once_flag cudaOnce;

@@ -50,6 +50,7 @@ struct KernelLaunch {
   unsigned block = 1;
   const void* args = nullptr;
   size_t argsBytes = 0;
+  void* recordAfter = nullptr;  // an event (eventCreate) recorded on the stream behind the kernel, or none
 };
 
 // The host backend's kernel: what a launch runs on the stream's thread.

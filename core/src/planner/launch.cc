@@ -80,12 +80,15 @@ void PersistentWorks::release(void* block) {
   auto* b = static_cast<Block*>(block);
   std::lock_guard<std::mutex> lock(b->owner->mu_);
   b->owner->released_.push_back(b);
+  b->owner->anyReleased_.store(true, std::memory_order_release);
 }
 
 int PersistentWorks::reclaim() {
+  if (!anyReleased_.load(std::memory_order_acquire)) return 0;
   std::vector<Block*> blocks;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    anyReleased_.store(false, std::memory_order_relaxed);
     blocks.swap(released_);
     live_ -= (int)blocks.size();
   }
@@ -205,6 +208,7 @@ ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* wor
     return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot order the launch after the previous one: %s",
                     comm_->rank, rt_->lastError().c_str());
   uint32_t plans = 0;
+  bool orderRecorded = false;
   for (uint32_t i = 0; i < n;) {
     const void* function;
     NCCLCHECK(kernelOf(works[i], &function));
@@ -214,13 +218,17 @@ ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* wor
       if (next != function) break;
     }
     if (comm_->backend == plexusBackendHost) function = &comm_->executor->kernel();
-    NCCLCHECK(launchPlan(stream, works + i, j - i, function, capturing, graph));
+    // The last plan's kernel records the order event behind it.
+    void* recordAfter = !capturing && j == n ? orderEvent_ : nullptr;
+    bool recorded = false;
+    NCCLCHECK(launchPlan(stream, works + i, j - i, function, capturing, graph, recordAfter, &recorded));
+    if (recorded) orderRecorded = true;
     plans++;
     i = j;
   }
   last_.plans = plans;
   if (!capturing) {
-    if (rt_->eventRecord(orderEvent_, stream) != ncclSuccess)
+    if (!orderRecorded && rt_->eventRecord(orderEvent_, stream) != ncclSuccess)
       return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot record an event: %s", comm_->rank,
                       rt_->lastError().c_str());
     lastStream_ = stream;
@@ -230,7 +238,9 @@ ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* wor
 }
 
 ncclResult_t Launcher::launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n,
-                                  const void* function, bool capturing, void* graph) {
+                                  const void* function, bool capturing, void* graph, void* recordAfter,
+                                  bool* recorded) {
+  *recorded = false;
   const WorkStorage storage = chooseWorkStorage(n, capturing, policy_);
   plexusDevKernelArgs_v1_t args;
   memset(&args, 0, offsetof(plexusDevKernelArgs_v1_t, inlineWorks));
@@ -273,10 +283,13 @@ ncclResult_t Launcher::launchPlan(cudaStream_t stream, const plexusDevWork_v1_t*
     k.block = threads_;
     k.args = &args;
     k.argsBytes = kernelArgsBytes(args);
+    // Not behind a Fifo launch: its mark is recorded after it, and the order event must come last.
+    k.recordAfter = storage == WorkStorage::Fifo ? nullptr : recordAfter;
     if (rt_->launch(stream, k) != ncclSuccess)
       return setError(comm_, ncclUnhandledCudaError, "rank %d: the kernel of %s opSeq %llu could not be launched: %s",
                       comm_->rank, funcName((ncclFunc_t)works[0].func), (unsigned long long)works[0].opSeq,
                       rt_->lastError().c_str());
+    *recorded = k.recordAfter != nullptr;
   }
   if (storage == WorkStorage::Fifo) NCCLCHECK(markProduced(stream));
   return ncclSuccess;

@@ -64,6 +64,7 @@ class PersistentWorks {
   DeviceRuntime* rt_;
   mutable std::mutex mu_;
   std::vector<Block*> released_;
+  std::atomic<bool> anyReleased_{false};  // lets reclaim, called per launch, skip the lock when there is nothing
   int live_ = 0;
 };
 
@@ -94,8 +95,9 @@ class Launcher {
   StoragePolicy policy() const { return policy_; }
 
  private:
+  // recordAfter: an event the plan's kernel records behind it (*recorded: it did; not when no kernel ran).
   ncclResult_t launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n, const void* function,
-                          bool capturing, void* graph);
+                          bool capturing, void* graph, void* recordAfter, bool* recorded);
   ncclResult_t kernelOf(const plexusDevWork_v1_t& w, const void** function);
   ncclResult_t orderAfterPrevious(cudaStream_t stream);
   ncclResult_t markProduced(cudaStream_t stream);
