@@ -74,21 +74,19 @@ class HostRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t launch(cudaStream_t stream, const KernelLaunch& k) override {
-    if (k.argsBytes > sizeof(Launch::args))
-      return setError(nullptr, ncclInternalError, "host backend: %zu bytes of kernel arguments, more than %zu",
-                      k.argsBytes, sizeof(Launch::args));
     // The arguments are the caller's until launch returns, as with cuLaunchKernel: the stream keeps a copy, in a
-    // reused buffer (a launch allocates nothing once the pool holds the launches in flight).
+    // reused buffer (a launch allocates nothing once the pool holds the launches in flight). Sized to what launches
+    // use (a few hundred bytes), not to the 4 KiB a parameter may take: a thousand launches queued at once would
+    // otherwise touch 4 MiB of new pages.
     Launch* l = takeLaunch();
     l->kernel = static_cast<const HostKernel*>(k.function);
     l->grid = k.grid;
-    l->argsBytes = k.argsBytes;
-    memcpy(l->args, k.args, k.argsBytes);
+    l->args.assign((const char*)k.args, (const char*)k.args + k.argsBytes);
     // The event's record rides on the kernel's operation: one operation per launch, not two.
     l->event = static_cast<HostEvent*>(k.recordAfter);
     if (l->event) l->eventGen = l->event->recorded.fetch_add(1, std::memory_order_relaxed) + 1;
     asHostStream(stream)->enqueue([this, l] {  // two pointers: std::function keeps them without allocating
-      const ncclResult_t r = l->kernel->run(l->kernel->self, l->args, l->argsBytes, l->grid);
+      const ncclResult_t r = l->kernel->run(l->kernel->self, l->args.data(), l->args.size(), l->grid);
       if (l->event) l->event->complete(l->eventGen);
       giveLaunch(l);
       return r;
@@ -163,10 +161,9 @@ class HostRuntime final : public DeviceRuntime {
   struct Launch {
     const HostKernel* kernel;
     unsigned grid;
-    size_t argsBytes;
     HostEvent* event;
     uint64_t eventGen;
-    alignas(16) char args[sizeof(plexusDevKernelArgs_v1_t)];
+    std::vector<char> args;
   };
   // One spare buffer serves the usual case (a launch runs before the next is made) with one atomic exchange; launches
   // in flight beyond it wait in a locked pool.
