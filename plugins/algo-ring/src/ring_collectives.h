@@ -4,6 +4,8 @@
  */
 #pragma once
 
+#include <plexus/device/kernel.h>
+
 #include "ring_allgather.h"
 #include "ring_allreduce.h"
 #include "ring_broadcast.h"
@@ -39,43 +41,23 @@ PLEXUS_HD_OUTLINE bool runCopying(const plexusDevComm_v1_t* comm, plexusDevChann
   return false;
 }
 
-/* Runs one work item for whatever (datatype, redop) it carries: the host backend's runner. */
-struct Runner {
-  const plexusDevComm_v1_t* comm;
-  plexusDevChannel_v1_t* ch;
-  const plexusDevWork_v1_t* work;
-  int tid, nthreads;
-  bool known;
+/* Its step loops, for the runners of plexus/device/kernel.h: the host backend's (Runner) and the CUDA kernels'
+ * (ReduceRunner of (T, F), CopyRunner of an element type; each instantiates only its own collectives). */
+struct Collectives {
+  static PLEXUS_HD bool isCopy(int func) { return isCopyFunc(func); }
   template <typename T, typename F>
-  PLEXUS_HD_OUTLINE void operator()() {
-    if (isCopyFunc(work->func)) known = runCopying<CopyType<T>>(comm, ch, work, tid, nthreads);
-    else known = runReducing<T, F>(comm, ch, work, tid, nthreads);
+  static PLEXUS_HD bool reducing(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch,
+                                 const plexusDevWork_v1_t* w, int tid, int nthreads) {
+    return runReducing<T, F>(comm, ch, w, tid, nthreads);
+  }
+  template <typename C>
+  static PLEXUS_HD bool copying(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch,
+                                const plexusDevWork_v1_t* w, int tid, int nthreads) {
+    return runCopying<C>(comm, ch, w, tid, nthreads);
   }
 };
-
-/* The CUDA kernels' runners: a reducing kernel of (T, F) and a copy kernel of element type T
- * (cuda_kernels.cuh); each instantiates only its own collectives. */
-struct ReduceRunner {
-  const plexusDevComm_v1_t* comm;
-  plexusDevChannel_v1_t* ch;
-  const plexusDevWork_v1_t* work;
-  int tid, nthreads;
-  bool known;
-  template <typename T, typename F>
-  PLEXUS_HD void operator()() {
-    known = runReducing<T, F>(comm, ch, work, tid, nthreads);
-  }
-};
-struct CopyRunner {
-  const plexusDevComm_v1_t* comm;
-  plexusDevChannel_v1_t* ch;
-  const plexusDevWork_v1_t* work;
-  int tid, nthreads;
-  bool known;
-  template <typename T, typename F>
-  PLEXUS_HD void operator()() {
-    known = runCopying<T>(comm, ch, work, tid, nthreads);
-  }
-};
+using Runner = dev::AlgoRunner<Collectives>;
+using ReduceRunner = dev::AlgoReduceRunner<Collectives>;
+using CopyRunner = dev::AlgoCopyRunner<Collectives>;
 
 }  // namespace plexus::ring

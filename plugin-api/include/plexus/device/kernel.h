@@ -9,6 +9,7 @@
 #include "../device_v1.h"
 #include "arch.h"
 #include "reduce.h"
+#include "work.h"
 
 namespace plexus::dev {
 
@@ -55,6 +56,44 @@ PLEXUS_HD ncclResult_t channelResult(const plexusDevChannel_v1_t* ch) {
     default: return ncclRemoteError;
   }
 }
+
+/* The runners of an algorithm plugin, from its step loops as static members of Algo: isCopy(func) (the
+ * collectives that only move bytes), reducing<T, F>(comm, ch, work, tid, nthreads) and copying<C>(...) on C, one
+ * of CopyType's unsigned types; each returns false for a func it does not serve. AlgoRunner serves every work
+ * (the host backend picks the instance at run time); the CUDA kernels of (T, F) use AlgoReduceRunner, those of
+ * an element type AlgoCopyRunner, so that each instantiates only its own collectives. */
+#define PLEXUS_ALGO_RUNNER_FIELDS          \
+  const plexusDevComm_v1_t* comm;          \
+  plexusDevChannel_v1_t* ch;               \
+  const plexusDevWork_v1_t* w;             \
+  int tid, nthreads;                       \
+  bool known
+template <typename Algo>
+struct AlgoRunner {
+  PLEXUS_ALGO_RUNNER_FIELDS;
+  template <typename T, typename F>
+  PLEXUS_HD_OUTLINE void operator()() {
+    if (Algo::isCopy(w->func)) known = Algo::template copying<CopyType<T>>(comm, ch, w, tid, nthreads);
+    else known = Algo::template reducing<T, F>(comm, ch, w, tid, nthreads);
+  }
+};
+template <typename Algo>
+struct AlgoReduceRunner {
+  PLEXUS_ALGO_RUNNER_FIELDS;
+  template <typename T, typename F>
+  PLEXUS_HD void operator()() {
+    known = Algo::template reducing<T, F>(comm, ch, w, tid, nthreads);
+  }
+};
+template <typename Algo>
+struct AlgoCopyRunner {
+  PLEXUS_ALGO_RUNNER_FIELDS;
+  template <typename T, typename F>
+  PLEXUS_HD void operator()() {
+    known = Algo::template copying<T>(comm, ch, w, tid, nthreads);
+  }
+};
+#undef PLEXUS_ALGO_RUNNER_FIELDS
 
 /* A plugin's step loops as one kernel: Runner is an aggregate {comm, channel, work, tid, nthreads, known} whose
  * templated operator()<T, F>() runs one work's step loop (known = false when the instance does not serve its
