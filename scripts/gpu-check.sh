@@ -68,6 +68,8 @@ cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
   nvidia-smi -L 2>&1; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
   "$nvcc" --version 2>&1 | tail -2; echo "CUDA_HOME=$cuda_home"
   cmake --version | head -1; ninja --version; python3 --version
+  echo "the toolkit's own NCCL headers (nccl-tests' device-API code compiles against them):"
+  grep -hE "define NCCL_(MAJOR|MINOR|PATCH) " "$cuda_home/include/nccl.h" 2>&1; ls "$cuda_home/include/nccl_device" 2>&1
   nproc; free -g | head -2; df -h . | tail -1
 } >"$logs/env.log" 2>&1
 gpu=$(nvidia-smi -L 2>/dev/null | head -1)
@@ -118,14 +120,16 @@ nccl_dir=$carry/nccl-tests
 nccl_pid=
 if [[ -f $nccl_dir/src/Makefile ]]; then
   (CUDA_HOME=$cuda_home phase "$nlog" 300 nice tests/tools/test_nccl_tests.sh "$build" "$root" \
-     --nccl-tests "$nccl_dir" --out "$ntests" --jobs $((jobs / 2)); echo "BUILD-STATUS $?" >>"$nlog") &
+     --nccl-tests "$nccl_dir" --out "$ntests" --jobs $((jobs / 2)) --keep-going; echo "BUILD-STATUS $?" >>"$nlog") &
   nccl_pid=$!
 fi
 
 # ---- 2: ctest -L gpu -------------------------------------------------------------------------------------------------
 clog=$logs/ctest.log
 : >"$clog"
-phase "$clog" 240 ctest --test-dir "$build" -L gpu -j 4 -V --timeout 600
+# PLEXUS_GPU_CHECK_CTEST_ARGS: more ctest arguments (e.g. -E to leave out what passed before).
+read -r -a ctest_extra <<<"${PLEXUS_GPU_CHECK_CTEST_ARGS:-}"
+phase "$clog" "${PLEXUS_GPU_CHECK_CTEST_SECONDS:-240}" ctest --test-dir "$build" -L gpu -j 4 -V --timeout 600 "${ctest_extra[@]}"
 rc=$?
 counts=$(grep -E "tests passed|tests failed" "$clog" | tail -1)
 skipped=$(grep -cE "\*\*\*Skipped" "$clog")
@@ -211,10 +215,13 @@ if [[ -z $nccl_pid ]]; then
 else
   wait "$nccl_pid"
   st=$(sed -n 's/^BUILD-STATUS //p' "$nlog" | tail -1)
+  built=$(find "$ntests/nccl-tests" -maxdepth 1 -name '*_perf' -type f 2>/dev/null | wc -l)
   if [[ $st != 0 ]]; then
-    verdict FAIL "nccl-tests build" "$(why "${st:-1}"): $(grep -E 'FAIL|error' "$nlog" | head -3 | tr '\n' ' ') (nccl-tests.log)"
+    verdict FAIL "nccl-tests build" "$(why "${st:-1}"): $(grep -E '^FAIL|FAIL:' "$nlog" | head -4 | tr '\n' ' ') ($built built; nccl-tests.log)"
   else
     verdict PASS "nccl-tests build" "$(grep -E 'built in' "$nlog" | tail -1 | sed 's/test_nccl_tests: //'); every *_perf resolves its NCCL to the install's Plexus"
+  fi
+  if ((built > 0)); then
     for bin in "$ntests"/nccl-tests/*_perf; do
       name=$(basename "$bin")
       part=$build/$name.log

@@ -121,6 +121,24 @@ void setPhase(const std::string& phase) {
   gPhase = tTag + phase;
 }
 
+void dumpStacks(const char* why) {
+  const char* off = std::getenv("PLEXUS_GPU_TEST_STACKS");
+  if (off && std::strcmp(off, "0") == 0) return;
+  std::fflush(nullptr);
+  for (const char* debugger : {"cuda-gdb", "gdb"}) {
+    const std::string cmd = std::string("command -v ") + debugger + " >/dev/null 2>&1 || exit 3; timeout 90 " +
+                            debugger + " -p " + std::to_string(getpid()) +
+                            " -batch -nx -ex 'set pagination off' -ex 'thread apply all bt 24' 2>&1 | "
+                            "grep -E '^(Thread |#[0-9])' | head -300";
+    std::printf("STACKS (%s): every thread of pid %d, by %s\n", why, (int)getpid(), debugger);
+    std::fflush(nullptr);
+    const int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3) continue;
+    return;
+  }
+  std::printf("STACKS: neither cuda-gdb nor gdb is on the PATH\n");
+}
+
 void startWatchdog(int seconds) {
   if (const char* v = std::getenv("PLEXUS_GPU_TEST_TIMEOUT")) seconds = std::max(1, std::atoi(v));
   std::thread([seconds] {
@@ -131,6 +149,7 @@ void startWatchdog(int seconds) {
       phase = gPhase;
     }
     std::printf("FAIL: TIMEOUT: still running after %d s, in: %s\n", seconds, phase.c_str());
+    dumpStacks("the watchdog's timeout");
     std::fflush(nullptr);
     std::_Exit(1);
   }).detach();

@@ -47,6 +47,9 @@ void setPhase(const std::string& phase);
 // Ends the process with a message naming the phase if it runs longer than seconds (PLEXUS_GPU_TEST_TIMEOUT
 // overrides, in seconds).
 void startWatchdog(int seconds);
+// Prints every thread's stack of this process (cuda-gdb, else gdb, attached for a moment) under a line naming why:
+// where a call that should have returned sits. PLEXUS_GPU_TEST_STACKS=0 turns it off; without a debugger it says so.
+void dumpStacks(const char* why);
 
 #define GT_CUDA(call)                                                                                       \
   do {                                                                                                      \

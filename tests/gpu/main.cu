@@ -12,6 +12,7 @@ int testGraph(int argc, char** argv);
 int testAbort(int argc, char** argv);
 int testPointers(int argc, char** argv);
 int testInitAll(int argc, char** argv);
+int testSyncProbe(int argc, char** argv);
 }  // namespace gt
 
 int main(int argc, char** argv) {
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
       {"abort", gt::testAbort, ""},
       {"pointers", gt::testPointers, "<cuda|host-env|set-device>"},
       {"initall", gt::testInitAll, ""},
+      {"syncprobe", gt::testSyncProbe, ""},
   };
   if (argc >= 2)
     for (const Entry& e : tests)

@@ -31,7 +31,11 @@ double timed(Fn fn, double limit) {
     cv->notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(*m);
-  if (!cv->wait_for(lock, std::chrono::duration<double>(limit), [&] { return *done; })) return -1;
+  if (!cv->wait_for(lock, std::chrono::duration<double>(limit), [&] { return *done; })) {
+    lock.unlock();
+    dumpStacks("a call did not return in time");
+    return -1;
+  }
   return nowSeconds() - t0;
 }
 

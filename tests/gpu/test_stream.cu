@@ -54,6 +54,7 @@ void body(Driver& d) {
   std::thread rescue([&] {
     for (int i = 0; i < 200 && !returned; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!returned) {
+      dumpStacks("the NCCL calls have not returned after 20 s behind shut gates");
       forced = true;
       for (RankState& s : st) reinterpret_cast<volatile int*>(s.gate)[0] = 1;
     }

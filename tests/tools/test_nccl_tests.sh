@@ -22,12 +22,14 @@ tests_dir=${PLEXUS_NCCL_TESTS_DIR:-}
 out=
 jobs=2
 only=${PLEXUS_NCCL_TESTS_ONLY:-}
+keep_going=0
 while (($#)); do
   case $1 in
     --nccl-tests) tests_dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --keep-going) keep_going=1; shift ;;  # build what compiles, check it, and name what did not (exit 1 still)
     *) echo "test_nccl_tests: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -79,10 +81,20 @@ if [[ -n $only ]]; then
 fi
 start=$(date +%s)
 echo "test_nccl_tests: building $( ((${#targets[@]})) && echo "${only}" || echo "every binary") of $tests_dir with -j$jobs"
+unbuilt=
 if ! make -C "$tests_dir/src" BUILDDIR="$bindir" NCCL_HOME="$prefix" CUDA_HOME="$cuda_home" CUDA_LIB="$cudalib" \
-     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" MPI=0 -j"$jobs" "${targets[@]}" >"$work/make.log" 2>&1; then
+     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" MPI=0 -j"$jobs" $( ((keep_going)) && echo -k) \
+     "${targets[@]}" >"$work/make.log" 2>&1; then
   tail -n 60 "$work/make.log"
-  fail "building nccl-tests against $prefix failed (log: $work/make.log)"
+  ((keep_going)) || fail "building nccl-tests against $prefix failed (log: $work/make.log)"
+  for cu in "$tests_dir"/src/*.cu; do
+    name=$(basename "$cu" .cu)
+    [[ $name == common || $name == timer || -e $bindir/${name}_perf ]] && continue
+    grep -q "^${name}\.cu(\|/${name}\.cu(" "$work/make.log" || continue
+    unbuilt+=" ${name}_perf"
+    echo "FAIL ${name}_perf did not compile: $(grep -m1 "${name}\.cu([0-9]*): error" "$work/make.log")"
+  done
+  [[ -n $unbuilt ]] || fail "building nccl-tests against $prefix failed, not in any one test's source (log: $work/make.log)"
 fi
 echo "test_nccl_tests: built in $(($(date +%s) - start)) s"
 
@@ -119,4 +131,5 @@ if [[ $soname != libnccl.so.2 ]]; then
   echo "      through LD_LIBRARY_PATH. NVIDIA-built programs (NEEDED libnccl.so.2) load Plexus through the link."
 fi
 ((bad == 0)) || fail "some binaries do not load Plexus as libnccl.so.2"
+[[ -z $unbuilt ]] || fail "did not compile:$unbuilt (the rest built and load Plexus; log: $work/make.log)"
 echo "test_nccl_tests: OK (${#bins[@]} binaries built with nvcc for sm_90 against $prefix, each resolving its NCCL to Plexus)"

@@ -157,6 +157,12 @@ Driver makeTable() {
     memcpy(reinterpret_cast<void*>(dst), src, n);
     return CUDA_SUCCESS;
   };
+  d.memcpyAsync = [](CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) -> CUresult {
+    FAKE_CALL("cuMemcpyAsync");
+    state.copyStream = s;
+    memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+    return CUDA_SUCCESS;
+  };
   d.memcpyDtoHAsync = [](void* dst, CUdeviceptr src, size_t n, CUstream s) -> CUresult {
     FAKE_CALL("cuMemcpyDtoHAsync");
     state.modeAtCopy = captureMode;
@@ -372,6 +378,7 @@ const std::pair<const char*, void*> symbols[] = {
     {"cuMemcpyHtoD", reinterpret_cast<void*>(table.memcpyHtoD)},
     {"cuMemcpyDtoH", reinterpret_cast<void*>(table.memcpyDtoH)},
     {"cuMemcpyHtoDAsync", reinterpret_cast<void*>(table.memcpyHtoDAsync)},
+    {"cuMemcpyAsync", reinterpret_cast<void*>(table.memcpyAsync)},
     {"cuMemcpyDtoHAsync", reinterpret_cast<void*>(table.memcpyDtoHAsync)},
     {"cuMemsetD8", reinterpret_cast<void*>(table.memsetD8)},
     {"cuMemsetD8Async", reinterpret_cast<void*>(table.memsetD8Async)},

@@ -329,6 +329,7 @@ SAME_ENTRY(memcpyHtoD, PFN_cuMemcpyHtoD_v3020);
 SAME_ENTRY(memcpyDtoH, PFN_cuMemcpyDtoH_v3020);
 SAME_ENTRY(memcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020);
 SAME_ENTRY(memcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020);
+SAME_ENTRY(memcpyAsync, PFN_cuMemcpyAsync_v4000);
 SAME_ENTRY(memsetD8, PFN_cuMemsetD8_v3020);
 SAME_ENTRY(memsetD8Async, PFN_cuMemsetD8Async_v3020);
 SAME_ENTRY(memGetAddressRange, PFN_cuMemGetAddressRange_v3020);
@@ -368,7 +369,7 @@ SAME_ENTRY(userObjectCreate, PFN_cuUserObjectCreate_v11030);
 SAME_ENTRY(userObjectRelease, PFN_cuUserObjectRelease_v11030);
 SAME_ENTRY(graphRetainUserObject, PFN_cuGraphRetainUserObject_v11030);
 // Every function pointer of Driver was checked above: the two data members plus 65 entry points.
-static_assert(sizeof(pc::Driver) == sizeof(void*) + sizeof(int) + 4 + 65 * sizeof(void*),
+static_assert(sizeof(pc::Driver) == sizeof(void*) + sizeof(int) + 4 + 66 * sizeof(void*),
               "Driver has an entry point this file does not check");
 
 int main() {

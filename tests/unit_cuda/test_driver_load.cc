@@ -119,6 +119,7 @@ TEST_CASE("cuda driver: every entry point comes from cuGetProcAddress under its 
       {"cuMemcpyDtoH", reinterpret_cast<void*>(d.memcpyDtoH)},
       {"cuMemcpyHtoDAsync", reinterpret_cast<void*>(d.memcpyHtoDAsync)},
       {"cuMemcpyDtoHAsync", reinterpret_cast<void*>(d.memcpyDtoHAsync)},
+      {"cuMemcpyAsync", reinterpret_cast<void*>(d.memcpyAsync)},
       {"cuMemsetD8", reinterpret_cast<void*>(d.memsetD8)},
       {"cuMemsetD8Async", reinterpret_cast<void*>(d.memsetD8Async)},
       {"cuMemGetAddressRange", reinterpret_cast<void*>(d.memGetAddressRange)},

@@ -120,6 +120,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   comm->peerInfo[comm->rank] = localPeerInfo(comm->rank, comm->device, comm->backend);
   NCCLCHECK(comm->bootstrap->allGather(comm->peerInfo.data(), sizeof(plexusPeerInfo_v1_t)));
   comm->topo = computeTopology(comm->peerInfo, comm->rank);
+  comm->topo.deviceChannels = comm->backend == plexusBackendCuda;
 
   comm->buffSize = (size_t)envInt("BUFFSIZE", 4 << 20);
   if (comm->buffSize < 4096 * PLEXUS_STEPS || comm->buffSize > (1u << 30))

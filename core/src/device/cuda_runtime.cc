@@ -213,6 +213,18 @@ class CudaRuntime final : public DeviceRuntime {
     return r == ncclSuccess && k.recordAfter ? eventRecord(k.recordAfter, stream) : r;
   }
 
+  ncclResult_t loadKernel(const void* function) override {
+    // A function's attributes are known only once its code is loaded: asking for one loads it (cuFuncLoad's effect,
+    // which drivers before 12.4 lack).
+    int regs = 0;
+    return check(d_->funcGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, static_cast<CUfunction>(const_cast<void*>(function))),
+                 "cuFuncGetAttribute");
+  }
+
+  ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) override {
+    return check(d_->memcpyAsync(devicePtr(dst), devicePtr(src), bytes, stream), "cuMemcpyAsync");
+  }
+
   ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) override {
     return check(d_->launchHostFunc(stream, fn, arg), "cuLaunchHostFunc");
   }

@@ -115,6 +115,8 @@ class HostRuntime final : public DeviceRuntime {
     });
     return ncclSuccess;
   }
+  ncclResult_t loadKernel(const void*) override { return ncclSuccess; }
+  ncclResult_t copyAsync(void*, const void*, size_t, cudaStream_t) override { return ncclInvalidUsage; }
   ncclResult_t eventQuery(void* event) override { return static_cast<HostEvent*>(event)->done() ? ncclSuccess : ncclInProgress; }
   ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) override {
     auto* e = static_cast<HostEvent*>(event);

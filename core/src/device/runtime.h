@@ -83,6 +83,13 @@ class DeviceRuntime {
 
   // Streams are the application's cudaStream_t (host backend: a host stream; NULL the device's default stream).
   virtual ncclResult_t launch(cudaStream_t stream, const KernelLaunch& kernel) = 0;
+  // Loads a kernel's code now (CUDA: the driver loads kernels lazily, and loading one may wait for every kernel in
+  // the context: at enqueue time that waits behind the application's stream, or for ever where a peer rank's kernel
+  // on the same GPU spins until ours runs). Host: nothing to load.
+  virtual ncclResult_t loadKernel(const void* function) = 0;
+  // Copies bytes from src to dst behind the stream's work (CUDA: cuMemcpyAsync, the copy engines; one rank's
+  // collectives). Host: not offered (ncclInvalidUsage); its streams run kernels only.
+  virtual ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) = 0;
   // fn(arg) runs once everything enqueued on stream before it has run.
   virtual ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) = 0;
 

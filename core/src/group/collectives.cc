@@ -134,6 +134,30 @@ struct CollArgs {
   cudaStream_t stream;
 };
 
+// One rank on a GPU: every collective but a scaling one leaves the input as it is, so the copy engines move it
+// (cuMemcpyAsync runs at the GPU's copy bandwidth; a kernel's few blocks reach a fraction of it). At once, inside a
+// group too, as NCCL does for one rank. False where a kernel must run (PreMulSum scales, the host backend).
+bool oneRankCopy(ncclComm* comm, const Task& t, ncclResult_t* r) {
+  if (comm->nRanks != 1 || comm->backend != plexusBackendCuda) return false;
+  switch (t.func) {
+    case ncclFuncBroadcast:
+    case ncclFuncAllGather: break;
+    case ncclFuncAllReduce:
+    case ncclFuncReduce:
+    case ncclFuncReduceScatter:
+      if (t.devOp == plexusDevPreMulSum) return false;
+      break;
+    default: return false;
+  }
+  *r = ncclSuccess;
+  if (t.sendbuff == t.recvbuff) return true;
+  DeviceGuard device(comm);
+  if (comm->runtime->copyAsync(t.recvbuff, t.sendbuff, t.count * typeSize(t.datatype), t.stream) != ncclSuccess)
+    *r = setError(comm, ncclUnhandledCudaError, "rank 0: the one-rank %s of %zu bytes could not be enqueued: %s",
+                  funcName(t.func), t.count * typeSize(t.datatype), comm->runtime->lastError().c_str());
+  return true;
+}
+
 ncclResult_t collective(const CollArgs& a, bool needSend, bool needRecv, size_t countScale = 1) {
   Task t{};
   ncclComm* comm = a.comm;
@@ -150,6 +174,7 @@ ncclResult_t collective(const CollArgs& a, bool needSend, bool needRecv, size_t 
   t.root = a.root;
   t.peer = -1;
   if (a.count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too
+  if (ncclResult_t copied; oneRankCopy(comm, t, &copied)) return copied == ncclSuccess ? copied : refuse(copied);
   return enqueueTask(comm, t);
 }
 

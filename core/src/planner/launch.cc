@@ -3,7 +3,9 @@
 #include <plexus/device/arch.h>
 #include <plexus/device/kernel.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "comm/communicator.h"
@@ -129,6 +131,7 @@ ncclResult_t Launcher::init() {
                       (long long)t);
     threads_ = (unsigned)t;
   }
+  if (comm_->backend == plexusBackendCuda) NCCLCHECK(loadKernels());
   if (rt_->eventCreate(&orderEvent_) != ncclSuccess)
     return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot create an event: %s", comm_->rank,
                     rt_->lastError().c_str());
@@ -176,10 +179,56 @@ ncclResult_t Launcher::markProduced(cudaStream_t stream) {
   return ncclSuccess;
 }
 
+size_t Launcher::kernelSlot(const plexusDevWork_v1_t& w) const {
+  if (w.func >= ncclNumFuncs || w.datatype >= ncclNumTypes || w.redop >= plexusDevNumRedOps) return SIZE_MAX;
+  const size_t slot = ((size_t(w.algorithm) * ncclNumFuncs + w.func) * ncclNumTypes + w.datatype) * plexusDevNumRedOps + w.redop;
+  return slot < kernels_.size() ? slot : SIZE_MAX;
+}
+
+// Lazy loading (CUDA 12.2+'s default) loads a kernel's code when it is first looked up or launched, and a load may
+// wait for every kernel running in the context: behind a stream the application holds, or for ever where ranks share
+// a GPU and a peer's kernel spins until ours arrives. NCCL loads its kernels at init for the same reason. Every
+// (func, datatype, redop) of every algorithm is asked once; kernels shared by several are loaded once.
+ncclResult_t Launcher::loadKernels() {
+  const size_t perAlgo = size_t(ncclNumFuncs) * ncclNumTypes * plexusDevNumRedOps;
+  kernels_.assign(comm_->algos.size() * perAlgo, nullptr);
+  std::vector<const void*> loaded;
+  for (size_t a = 0; a < comm_->algos.size(); a++) {
+    const AlgoInstance& algo = comm_->algos[a];
+    if (!algo.plugin->api->hasCudaKernels()) continue;
+    for (int f = 0; f < ncclNumFuncs; f++)
+      for (int t = 0; t < ncclNumTypes; t++)
+        for (int op = 0; op < plexusDevNumRedOps; op++) {
+          plexusDevWork_v1_t w{};
+          w.algorithm = (uint8_t)a;
+          w.func = (uint8_t)f;
+          w.datatype = (uint8_t)t;
+          w.redop = (uint8_t)op;
+          void* fn = nullptr;
+          if (algo.plugin->api->getCudaKernel(algo.ctx, &w, &fn) != ncclSuccess || !fn) continue;
+          if (std::find(loaded.begin(), loaded.end(), fn) == loaded.end()) {
+            if (rt_->loadKernel(fn) != ncclSuccess)
+              return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot load a CUDA kernel of algorithm "
+                              "plugin '%s' (%s): %s", comm_->rank, algo.plugin->name.c_str(), algo.plugin->path.c_str(),
+                              rt_->lastError().c_str());
+            loaded.push_back(fn);
+          }
+          kernels_[kernelSlot(w)] = fn;
+        }
+  }
+  INFO(NCCL_INIT, "rank %d: %zu CUDA kernels of %zu algorithm(s) loaded", comm_->rank, loaded.size(),
+       comm_->algos.size());
+  return ncclSuccess;
+}
+
 ncclResult_t Launcher::kernelOf(const plexusDevWork_v1_t& w, const void** function) {
   if (comm_->backend == plexusBackendHost) {
     // One host kernel (the executor) runs every plan; plans split where the algorithm changes.
     *function = (const void*)(uintptr_t)(w.algorithm + 1);
+    return ncclSuccess;
+  }
+  if (const size_t slot = kernelSlot(w); slot != SIZE_MAX && kernels_[slot]) {
+    *function = kernels_[slot];
     return ncclSuccess;
   }
   const AlgoInstance& a = comm_->algos[w.algorithm];

@@ -99,11 +99,16 @@ class Launcher {
   ncclResult_t launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n, const void* function,
                           bool capturing, void* graph, void* recordAfter, bool* recorded);
   ncclResult_t kernelOf(const plexusDevWork_v1_t& w, const void** function);
+  ncclResult_t loadKernels();
+  size_t kernelSlot(const plexusDevWork_v1_t& w) const;
   ncclResult_t orderAfterPrevious(cudaStream_t stream);
   ncclResult_t markProduced(cudaStream_t stream);
 
   ncclComm* comm_;
   DeviceRuntime* rt_;
+  // CUDA: every algorithm's kernel by (algorithm, func, datatype, redop), found and loaded at init (loadKernels),
+  // so that no launch asks the plugin or makes the driver load code.
+  std::vector<const void*> kernels_;
   StoragePolicy policy_ = StoragePolicy::Auto;
   unsigned threads_ = 1;
   uint64_t launchSeq_ = 0;

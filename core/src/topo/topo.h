@@ -34,11 +34,13 @@ struct Topology {
   // nodes, and they all share its cores.
   int machineRanks = 1;
   int machineProcs = 1;
+  // CUDA backend: a channel is a block of the rank's kernel on its GPU, not a host thread, so cores bound nothing.
+  bool deviceChannels = false;
 
   // True when the machine's ranks, each running nChannels host channels (and, across nodes, each
   // process its proxy thread), outnumber its cores.
   bool coresShared(int nChannels) const {
-    return (long)machineRanks * nChannels + (nNodes > 1 ? machineProcs : 0) > cores;
+    return !deviceChannels && (long)machineRanks * nChannels + (nNodes > 1 ? machineProcs : 0) > cores;
   }
 };
 
@@ -57,7 +59,8 @@ LinkPerf netLinkPerf();
 Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank);
 
 // Channels to set up: NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it; by default as many as the
-// node's cores can run at once for its ranks (a host channel is a thread), at most 4.
+// node's cores can run at once for its ranks (a host channel is a thread), at most 4; on the CUDA backend 16 (a
+// channel is a thread block: one block moves a few tens of GB/s, a GPU's memory several TB/s).
 int channelCount(const Topology& t);
 
 // What algorithm plugins are told of rank's view of t, with nChannels channels of buffSize bytes per

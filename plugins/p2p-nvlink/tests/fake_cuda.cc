@@ -333,6 +333,11 @@ Driver makeTable() {
     memcpy(reinterpret_cast<void*>(dst), src, n);
     return CUDA_SUCCESS;
   };
+  d.memcpyAsync = [](CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) -> CUresult {
+    FAKE_CALL("cuMemcpyAsync");
+    memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+    return CUDA_SUCCESS;
+  };
   d.memcpyDtoHAsync = [](void* dst, CUdeviceptr src, size_t n, CUstream) -> CUresult {
     FAKE_CALL("cuMemcpyDtoHAsync");
     memcpy(dst, reinterpret_cast<const void*>(src), n);
@@ -552,6 +557,7 @@ const std::pair<const char*, void*> symbols[] = {
     SYM("cuMemcpyHtoD", memcpyHtoD),
     SYM("cuMemcpyDtoH", memcpyDtoH),
     SYM("cuMemcpyHtoDAsync", memcpyHtoDAsync),
+    SYM("cuMemcpyAsync", memcpyAsync),
     SYM("cuMemcpyDtoHAsync", memcpyDtoHAsync),
     SYM("cuMemsetD8", memsetD8),
     SYM("cuMemsetD8Async", memsetD8Async),

@@ -282,10 +282,18 @@ bool warned(const std::string& what) {
   return false;
 }
 
+// Descriptors open in this process, not counting the NVIDIA driver's own (/dev/nvidia*: a real driver opens a few
+// dozen as its context and memory come up, and keeps them for the process's life).
 int openFds() {
   int n = 0;
   if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d)) n++;
+    while (const dirent* e = readdir(d)) {
+      char path[64], target[256];
+      snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+      const ssize_t len = readlink(path, target, sizeof(target) - 1);
+      if (len > 0 && std::string(target, (size_t)len).rfind("/dev/nvidia", 0) == 0) continue;
+      n++;
+    }
     closedir(d);
   }
   return n;

@@ -285,6 +285,7 @@ struct Driver {
   CUresult (*memcpyDtoH)(void* dstHost, CUdeviceptr srcDevice, size_t byteCount) = nullptr;
   CUresult (*memcpyHtoDAsync)(CUdeviceptr dstDevice, const void* srcHost, size_t byteCount, CUstream stream) = nullptr;
   CUresult (*memcpyDtoHAsync)(void* dstHost, CUdeviceptr srcDevice, size_t byteCount, CUstream stream) = nullptr;
+  CUresult (*memcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t byteCount, CUstream stream) = nullptr;
   CUresult (*memsetD8)(CUdeviceptr dstDevice, unsigned char uc, size_t n) = nullptr;
   CUresult (*memsetD8Async)(CUdeviceptr dstDevice, unsigned char uc, size_t n, CUstream stream) = nullptr;
   CUresult (*memGetAddressRange)(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) = nullptr;
@@ -558,6 +559,7 @@ inline bool loadDriver(const char* path, Driver* out, std::string* error) {
       get("cuMemHostRegister", &d.memHostRegister) && get("cuMemHostUnregister", &d.memHostUnregister) &&
       get("cuMemcpyHtoD", &d.memcpyHtoD) && get("cuMemcpyDtoH", &d.memcpyDtoH) &&
       get("cuMemcpyHtoDAsync", &d.memcpyHtoDAsync) && get("cuMemcpyDtoHAsync", &d.memcpyDtoHAsync) &&
+      get("cuMemcpyAsync", &d.memcpyAsync) &&
       get("cuMemsetD8", &d.memsetD8) && get("cuMemsetD8Async", &d.memsetD8Async) &&
       get("cuMemGetAddressRange", &d.memGetAddressRange) && get("cuMemCreate", &d.memCreate) &&
       get("cuMemRelease", &d.memRelease) && get("cuMemAddressReserve", &d.memAddressReserve) &&
