@@ -112,3 +112,57 @@ TEST_CASE("net: plugins that bend NCCL's rules as real ones do: each behaviour, 
     CHECK(runNet(field, Coll::AllGather, "LL128", matrix::Launch{true, 4, 2, nullptr, 1}) == 0);
   }
 }
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return "";
+  std::string s;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+  fclose(f);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("net: a device whose getProperties fails is never used, whatever rank or channel would have had it") {
+  // Two devices; getProperties(0) fails. Before the topology work, local rank 0's channel 0 took device
+  // (localRank + channel) % 2 = 0 regardless.
+  char uses[] = "/tmp/plexus-field-uses-XXXXXX";
+  const int fd = mkstemp(uses);
+  REQUIRE(fd >= 0);
+  close(fd);
+  const std::string file = testPlugin("field-v12");
+  const Net field{file, file, {{"FIELD_QUIRKS", "pci-devices,props-fail-0"}, {"FIELD_USES_FILE", uses}}};
+  CHECK(runNet(field, Coll::AllReduce, "Simple", matrix::Launch{true, 4, 2, nullptr, 2}) == 0);
+  const std::string log = slurp(uses);
+  unlink(uses);
+  INFO(log);
+  CHECK(log.find("listen 1") != std::string::npos);
+  CHECK(log.find("connect 1") != std::string::npos);
+  CHECK(log.find(" 0\n") == std::string::npos);
+}
+
+TEST_CASE("net: NCCL_TOPO_FILE replaces the machine, and NCCL_TOPO_DUMP_FILE writes the topology in use") {
+  char dump[] = "/tmp/plexus-topo-dump-XXXXXX";
+  const int fd = mkstemp(dump);
+  REQUIRE(fd >= 0);
+  close(fd);
+  unlink(dump);
+  const std::string topo = std::string(PLEXUS_TEST_TOPO_DIR) + "/server-8gpu-4nic.xml";
+  const Net socketWithTopo{"", "", {{"NCCL_TOPO_FILE", topo.c_str()}, {"NCCL_TOPO_DUMP_FILE", dump}}};
+  CHECK(runNet(socketWithTopo, Coll::AllReduce, "Simple", matrix::Launch{true, 2, 0, nullptr, 1}) == 0);
+  const std::string xml = slurp(dump);
+  unlink(dump);
+#ifdef PLEXUS_HAVE_HWLOC
+  REQUIRE(!xml.empty());
+  CHECK(xml.find("type=\"Machine\"") != std::string::npos);
+  // The file's eight GPUs and four NICs, not this machine's devices.
+  for (const char* id : {"0000:13:00.0", "0000:74:00.0", "0000:75:00.0"}) CHECK(xml.find(id) != std::string::npos);
+  CHECK(xml.find("mlx5_3") != std::string::npos);
+#else
+  CHECK(xml.empty());
+#endif
+}

@@ -9,8 +9,14 @@
 //   setenv-init      init sets environment variables (as some plugins do to configure their libraries)
 //   hang-connect-node1  connect of the process whose PLEXUS_HOSTID ends in "node1" waits FIELD_HANG_SECONDS
 //                    (default 20) and then fails: its peer's accept never returns in the meantime
+//   pci-devices      one device per PCI bus id in FIELD_DEVICES (space-separated; default two), each with that
+//                    pciPath, all carried by the socket net's first device
+//   props-fail-0     getProperties(0) fails (a NIC whose port is down, say): the runtime must never use device 0
+// FIELD_USES_FILE: each listen and connect appends "listen <dev>" / "connect <dev>" to that file (which device the
+// runtime chose, for the tests).
 // Everything forwards to libplexus's built-in socket net (plexusSocketNet_v12, found with dlsym(RTLD_DEFAULT)).
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <plexus/net.h>
 #include <unistd.h>
 
@@ -22,7 +28,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #ifndef NET_VERSION
 #error "NET_VERSION (6 or 12) selects the ABI version the plugin exports"
@@ -84,9 +92,47 @@ ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, 
     for (int i = 0; i < 64; i++) setenv("FIELD_NET_CONFIGURED", std::to_string(i).c_str(), 1);
   return sock->init(ctx, commId, config, log, prof);
 }
-ncclResult_t devices(int* n) { return sock->devices(n); }
+// pci-devices: the devices' sysfs paths and names.
+std::vector<std::string> pciPaths, names;
+void pciDevices() {
+  if (!pciPaths.empty()) return;
+  const char* list = getenv("FIELD_DEVICES");
+  std::istringstream in(list && *list ? list : "0000:15:00.0 0000:35:00.0");
+  for (std::string id; in >> id;) {
+    pciPaths.push_back("/sys/devices/pci0000:00/" + id);
+    names.push_back("field" + std::to_string(names.size()));
+  }
+}
+// The socket net's device that carries `dev`.
+int carrier(int dev) { return has("pci-devices") ? 0 : dev; }
+void recordUse(const char* what, int dev) {
+  const char* file = getenv("FIELD_USES_FILE");
+  if (!file || !*file) return;
+  const int fd = open(file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return;
+  const std::string line = std::string(what) + " " + std::to_string(dev) + "\n";
+  (void)!write(fd, line.data(), line.size());  // one write: lines of several processes never interleave
+  close(fd);
+}
+
+ncclResult_t devices(int* n) {
+  if (!has("pci-devices")) return sock->devices(n);
+  pciDevices();
+  *n = (int)pciPaths.size();
+  return ncclSuccess;
+}
 ncclResult_t getProperties(int dev, ncclNetProperties_v12_t* p) {
-  ncclResult_t r = sock->getProperties(dev, p);
+  if (has("props-fail-0") && dev == 0) {
+    LOG(NCCL_LOG_WARN, "getProperties(0) fails on purpose (props-fail-0)");
+    return ncclInternalError;
+  }
+  ncclResult_t r = sock->getProperties(carrier(dev), p);
+  if (has("pci-devices") && r == ncclSuccess) {
+    pciDevices();
+    if (dev < 0 || dev >= (int)pciPaths.size()) return ncclInvalidArgument;
+    p->name = const_cast<char*>(names[dev].c_str());
+    p->pciPath = const_cast<char*>(pciPaths[dev].c_str());
+  }
   if (has("host-flush-fails")) p->forceFlush = 1;
   if (has("odd-props")) {
     p->speed = 0;
@@ -97,16 +143,18 @@ ncclResult_t getProperties(int dev, ncclNetProperties_v12_t* p) {
   return r;
 }
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listenComm) {
-  return sock->listen(ctx, dev, handle, listenComm);
+  recordUse("listen", dev);
+  return sock->listen(ctx, carrier(dev), handle, listenComm);
 }
 ncclResult_t connect(void* ctx, int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v12_t** devComm) {
+  recordUse("connect", dev);
   const char* host = getenv("PLEXUS_HOSTID");
   if (has("hang-connect-node1") && host && strlen(host) >= 5 && strcmp(host + strlen(host) - 5, "node1") == 0) {
     const char* s = getenv("FIELD_HANG_SECONDS");
     std::this_thread::sleep_for(std::chrono::seconds(s ? atoi(s) : 20));
     return ncclSystemError;
   }
-  return sock->connect(ctx, dev, handle, sendComm, devComm);
+  return sock->connect(ctx, carrier(dev), handle, sendComm, devComm);
 }
 ncclResult_t accept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v12_t** devComm) {
   if (!has("blocking-accept")) return sock->accept(listenComm, recvComm, devComm);

@@ -49,4 +49,29 @@ set +e
 out=$("$info" --nranks 0 --tuning 2>&1); rc=$?
 set -e
 [[ $rc == 2 ]] || fail "--nranks 0: exit code $rc, expected 2"
+
+# --topology: a server from tests/topo (NCCL_TOPO_FILE), each local rank's GPU, CPUs and NICs nearest first.
+topo=$(cd "$(dirname "$0")/../topo" && pwd)
+if out=$(NCCL_TOPO_FILE=$topo/server-8gpu-4nic.xml "$info" --topology 2>&1); then
+  expect "^Topology \($topo/server-8gpu-4nic.xml\): 2 package\(s\), 2 NUMA node\(s\), 32 core\(s\)"
+  expect "^ +Package 1 \(CPUs 16-31\)"
+  expect "^ +GPU5 0000:54:00.0 \(NVIDIA GPU\)"
+  expect "^ +NIC mlx5_2 0000:55:00.0 \(ib2\)"
+  expect "^Local ranks \(8\)"
+  expect "rank 5: GPU5 0000:54:00.0, CPUs 16-31; NICs nearest first: mlx5_2 PIX, mlx5_3 PHB, mlx5_0 SYS, mlx5_1 SYS; channel 0 on mlx5_2"
+  expect "rank 0: GPU0 0000:13:00.0, CPUs 0-15; NICs nearest first: mlx5_0 PIX, mlx5_1 PHB"
+  out=$(NCCL_TOPO_FILE=$topo/host-2numa-2nic.xml "$info" --topology --nranks 2 2>&1) || fail "--topology --nranks 2"
+  expect "^Local ranks \(2\): no NVIDIA GPU"
+  out=$("$info" --topology 2>&1) || fail "--topology on this machine"
+  expect "^Topology \(this machine, live\)"
+  set +e
+  out=$(NCCL_TOPO_FILE=/nonexistent.xml "$info" --topology 2>&1); rc=$?
+  set -e
+  [[ $rc == 1 ]] || fail "--topology with a missing file: exit code $rc, expected 1"
+  expect "Topology: unavailable: cannot read the topology file /nonexistent.xml"
+elif grep -q "built without hwloc" <<<"$out"; then
+  echo "test_info: --topology not checked: Plexus was built without hwloc"
+else
+  fail "plexus-info --topology failed"
+fi
 echo "test_info: OK"

@@ -26,6 +26,7 @@
 #include "planner/planner.h"
 #include "planner/tuning.h"
 #include "plugin/loader.h"
+#include "topo/hw_topo.h"
 #include "topo/topo.h"
 
 using namespace plexus;
@@ -33,14 +34,18 @@ using namespace plexus;
 namespace {
 
 struct Options {
-  bool tuning = false;
+  bool tuning = false, topology = false;
   int nRanks = 0, nNodes = 1, cores = 0;
+  int ranksGiven = 0;  // --nranks as given (0: not)
 };
 
 [[noreturn]] void usage(int code) {
   fprintf(code ? stderr : stdout,
-          "usage: plexus-info [--tuning [--nranks N] [--nnodes M] [--cores C]]\n"
+          "usage: plexus-info [--tuning [--nranks N] [--nnodes M] [--cores C]] [--topology [--nranks N]]\n"
           "  (no option)   version, configuration, plugins found and loaded, topology, net devices\n"
+          "  --topology    the machine as hwloc sees it (NCCL_TOPO_FILE / PLEXUS_TOPO_FILE: from that file): packages,\n"
+          "                NUMA nodes, PCI switches, GPUs, NICs; then what each of N local ranks (default: one per\n"
+          "                GPU, else 1) would use: its GPU, CPUs, and NICs nearest first with their path types\n"
           "  --tuning      the decision table for a job of N ranks (default: this host's cores) on M nodes\n"
           "                (default 1), each node with C cores (default: this host's)\n");
   exit(code);
@@ -62,7 +67,8 @@ Options parse(int argc, char** argv) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (!strcmp(a, "--tuning")) o.tuning = true;
-    else if (!strcmp(a, "--nranks")) o.nRanks = parseCount(a, v, 1), i++;
+    else if (!strcmp(a, "--topology")) o.topology = true;
+    else if (!strcmp(a, "--nranks")) o.nRanks = o.ranksGiven = parseCount(a, v, 1), i++;
     else if (!strcmp(a, "--nnodes")) o.nNodes = parseCount(a, v, 1), i++;
     else if (!strcmp(a, "--cores")) o.cores = parseCount(a, v, 1), i++;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(0);
@@ -197,6 +203,14 @@ void printHost() {
   gethostname(host, sizeof host - 1);
   printf("\nTopology\n  host %s: %ld cores online, host hash 0x%016llx%s\n", host, sysconf(_SC_NPROCESSORS_ONLN),
          (unsigned long long)hostHash(), envGet("HOSTID") ? " (from NCCL_HOSTID)" : "");
+  std::string why;
+  if (const HwTopology* t = HwTopology::process(&why))
+    printf("  %s: %d package(s), %d NUMA node(s), %zu NVIDIA GPU(s), %zu NIC(s); this process may use %d CPU(s) [%s] "
+           "(plexus-info --topology shows the tree)\n", t->source() == "live" ? "hwloc" : t->source().c_str(),
+           t->packages(), t->numaNodes(), t->gpus().size(), t->nics().size(), t->usableCpus(),
+           t->usableCpuList().c_str());
+  else
+    printf("  hwloc topology unavailable: %s\n", why.c_str());
   printf("  backend: host (buffers in host memory; ranks of one node share memory through /dev/shm)\n");
   printf("\nNet devices\n");
   SocketAddress addr;
@@ -206,6 +220,49 @@ void printHost() {
   else
     printf("  socket (built in): %s\n", ncclGetLastError(nullptr));
   printf("  interfaces: %s\n", describeInterfaces().c_str());
+}
+
+// The machine's tree, and what each local rank would use: rank r takes the r-th GPU (CUDA_DEVICE_ORDER=PCI_BUS_ID),
+// or the process's CPUs where there is none; its NICs nearest first (the net transport's netDeviceOrder over the
+// topology's NICs), channel 0 on the one the transport would give it.
+int printTopology(const Options& o) {
+  std::string why;
+  const HwTopology* t = HwTopology::process(&why);
+  if (!t) {
+    printf("\nTopology: unavailable: %s\n", why.c_str());
+    return 1;
+  }
+  printf("\nTopology (%s): %d package(s), %d NUMA node(s), %d core(s); this process may use %d CPU(s) [%s]\n",
+         t->source() == "live" ? "this machine, live" : t->source().c_str(), t->packages(), t->numaNodes(), t->cores(),
+         t->usableCpus(), t->usableCpuList().c_str());
+  const std::string tree = t->tree();
+  for (size_t at = 0; at < tree.size();) {
+    const size_t end = tree.find('\n', at);
+    printf("  %s\n", tree.substr(at, end - at).c_str());
+    at = end == std::string::npos ? tree.size() : end + 1;
+  }
+  const int ranks = o.ranksGiven ? o.ranksGiven : std::max<int>(1, (int)t->gpus().size());
+  std::vector<std::string> nicIds;
+  for (const HwDevice& n : t->nics()) nicIds.push_back(n.busId);
+  printf("\nLocal ranks (%d)%s\n", ranks, t->gpus().empty() ? ": no NVIDIA GPU, so NICs by the CPUs' NUMA node" : "");
+  for (int r = 0; r < ranks; r++) {
+    const HwDevice* gpu = t->gpus().empty() ? nullptr : &t->gpus()[r % t->gpus().size()];
+    const std::string cpus = gpu ? gpu->cpus : t->usableCpuList();
+    int nearest = 0;
+    const std::vector<int> order =
+        netDeviceOrder(t, nicIds, std::vector<bool>(nicIds.size(), true), gpu ? gpu->busId : "", cpus, &nearest, nullptr);
+    std::string nics;
+    for (int d : order) {
+      const HwDevice& n = t->nics()[d];
+      const PathType p = gpu ? t->path(*gpu, n) : t->pathFromCpus(n, cpus);
+      nics += (nics.empty() ? "" : ", ") + n.name + " " + pathName(p);
+    }
+    printf("  rank %d: %s, CPUs %s; NICs nearest first: %s; channel 0 on %s\n", r,
+           gpu ? (gpu->name + " " + gpu->busId).c_str() : "no GPU", cpus.empty() ? "?" : cpus.c_str(),
+           nics.empty() ? "none" : nics.c_str(),
+           order.empty() ? "none" : t->nics()[order[(size_t)r % (size_t)std::max(1, nearest)]].name.c_str());
+  }
+  return 0;
 }
 
 // A job of o.nRanks ranks in blocks over o.nNodes nodes, seen from rank 0.
@@ -345,6 +402,7 @@ int main(int argc, char** argv) {
                                     ? "none (PLEXUS_CONFIG unset, no ./plexus.json, no ~/.config/plexus/plexus.json)"
                                     : config->path.c_str());
   if (o.tuning) return printTuning(o, config);
+  if (o.topology) return printTopology(o);
   printPlugins(*config);
   printHost();
   return 0;

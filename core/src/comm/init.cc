@@ -20,6 +20,7 @@
 #include "planner/launch.h"
 #include "planner/planner.h"
 #include <plexus/device/arch.h>
+#include "topo/hw_topo.h"
 #include "transport/p2p_host.h"
 #include "transport/transport.h"
 
@@ -121,6 +122,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   NCCLCHECK(comm->bootstrap->allGather(comm->peerInfo.data(), sizeof(plexusPeerInfo_v1_t)));
   comm->topo = computeTopology(comm->peerInfo, comm->rank);
   comm->topo.deviceChannels = comm->backend == plexusBackendCuda;
+  HwTopology::process();  // the machine's, once per process (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE, logged under GRAPH)
 
   comm->buffSize = (size_t)envInt("BUFFSIZE", 4 << 20);
   if (comm->buffSize < 4096 * PLEXUS_STEPS || comm->buffSize > (1u << 30))

@@ -1,5 +1,6 @@
 #include "topo.h"
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,7 +81,10 @@ Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank
   t.node = t.rankNode[rank];
   t.localRank = t.rankLocalRank[rank];
   t.nLocalRanks = nodeCount[t.node];
-  t.cores = (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  // The CPUs this process may run on (its affinity, which cgroup cpusets narrow too), not the machine's count.
+  cpu_set_t set;
+  t.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set))
+                                                         : (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   t.machineRanks = 0;
   std::vector<uint64_t> procs;
   for (const plexusPeerInfo_v1_t& p : peers) {

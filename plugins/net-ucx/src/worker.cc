@@ -85,9 +85,13 @@ Worker::~Worker() {
     if (closing_.empty() || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  if (!closing_.empty()) {
-    UCX_INFO(NCCL_NET, "%zu endpoint close(s) still in flight (a peer that stopped answering): the worker on device "
-             "%d is left to the process", closing_.size(), dev_);
+  // A flush-mode close that ended in an error (the peer's worker went first and the flush hit UCX's endpoint
+  // timeout) leaves its endpoint half released: UCX 1.13 then asserts on its refcount in ucp_worker_destroy.
+  if (!closing_.empty() || closeFailed_) {
+    UCX_INFO(NCCL_NET, "%s: the worker on device %d is left to the process",
+             closeFailed_ ? "an endpoint close failed (its peer was gone)"
+                          : (std::to_string(closing_.size()) + " endpoint close(s) still in flight (a peer that "
+                             "stopped answering)").c_str(), dev_);
     new std::shared_ptr<UcpContext>(context_);  // nor may its context go
     return;
   }
@@ -96,8 +100,10 @@ Worker::~Worker() {
 
 void Worker::reapClosing() {
   closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
-                                [](void* r) {
-                                  if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                                [this](void* r) {
+                                  const ucs_status_t s = ucp_request_check_status(r);
+                                  if (s == UCS_INPROGRESS) return false;
+                                  closeFailed_ |= s != UCS_OK;
                                   ucp_request_free(r);
                                   return true;
                                 }),

@@ -57,6 +57,7 @@ class Worker {
   std::vector<uint8_t> address_;
   std::mutex mutex_;
   std::vector<void*> closing_;
+  bool closeFailed_ = false;  // a close ended in an error (the peer's worker was gone: endpoint timeout)
   uint32_t lastConnId_ = 0;
   std::mutex watchMutex_;
   std::unordered_map<ucp_ep_h, std::atomic<int>*> watched_;

@@ -16,12 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include <plexus/cuda/driver.h>
+
 #include "device/runtime.h"
 #include "misc/check.h"
 #include "misc/debug.h"
 #include "misc/env.h"
 #include "nccl.h"
 #include "plugin/net.h"
+#include "topo/hw_topo.h"
 
 namespace plexus {
 
@@ -40,6 +43,12 @@ struct NetComm {
   const NetPlugin* plugin = nullptr;
   void* ctx = nullptr;
   std::vector<ncclNetProperties_v12_t> props;  // per device
+  std::vector<bool> usable;                     // getProperties answered
+  // The devices this rank uses, nearest first (netDeviceOrder), and how many lead equally near; made on the first
+  // connection, which knows the rank's GPU.
+  std::vector<int> order;
+  int nearest = 0;
+  bool ordered = false;
   int acceptsLeft = 0;  // accepts left blocked in the plugin: its context is not finalized under them
 };
 
@@ -166,6 +175,7 @@ ncclResult_t chooseNet(NetComm* n) {
   int ndev = 0;
   n->plugin->api->devices(&ndev);
   n->props.resize(ndev);
+  n->usable.assign(ndev, false);
   std::string devs;
   for (int d = 0; d < ndev; d++) {
     if (n->plugin->api->getProperties(d, &n->props[d]) != ncclSuccess) {
@@ -173,6 +183,7 @@ ncclResult_t chooseNet(NetComm* n) {
       n->props[d] = ncclNetProperties_v12_t{};
       continue;
     }
+    n->usable[d] = true;
     sanitize(n->plugin->label, d, &n->props[d]);
     const ncclNetProperties_v12_t& p = n->props[d];
     char one[256];
@@ -246,6 +257,45 @@ ncclResult_t allocateCuda(NetConn* c) {
   return ncclSuccess;
 }
 
+// The PCI bus id of CUDA device `ordinal` ("" where the driver does not say).
+std::string gpuBusId(int ordinal) {
+  const cuda::Driver* d = cuda::driver(nullptr);
+  cuda::CUdevice dev = 0;
+  char id[32] = "";
+  if (!d || d->deviceGet(&dev, ordinal) != cuda::CUDA_SUCCESS || d->deviceGetPCIBusId(id, sizeof id, dev) != cuda::CUDA_SUCCESS)
+    return "";
+  return normalizeBusId(id);
+}
+
+// The device of a connection: among the devices nearest to the rank's GPU (CUDA) or CPUs (host), by the machine's
+// topology (core/src/topo/hw_topo.h), channels and the node's ranks spread round-robin; never one whose
+// getProperties failed.
+ncclResult_t chooseDevice(NetConn* c, const plexusTransportSetup_v1_t* setup) {
+  NetComm* n = c->net;
+  std::lock_guard<std::mutex> lock(n->mu);
+  if (!n->ordered) {
+    n->ordered = true;
+    const HwTopology* topo = HwTopology::process();
+    std::vector<std::string> busIds;
+    for (const ncclNetProperties_v12_t& p : n->props) busIds.push_back(p.pciPath ? normalizeBusId(p.pciPath) : "");
+    const std::string gpu = setup->self->backend == plexusBackendCuda ? gpuBusId(setup->self->device) : "";
+    std::string why;
+    n->order = netDeviceOrder(topo, busIds, n->usable, gpu, topo ? topo->usableCpuList() : "", &n->nearest, &why);
+    const std::string from = gpu.empty() ? "its CPUs" : "its GPU " + gpu;
+    std::string order;
+    for (int d : n->order) order += (order.empty() ? "" : ", ") + std::to_string(d);
+    INFO(NCCL_NET | NCCL_GRAPH, "rank %d: %s devices nearest first from %s: %s (channels spread over the first %d)\n%s",
+         c->self, c->plugin().label.c_str(), from.c_str(), order.c_str(), n->nearest, why.c_str());
+  }
+  if (n->order.empty()) {
+    WARN("net transport: rank %d: %s has no usable device (every getProperties failed); choose another net plugin "
+         "(NCCL_NET_PLUGIN / NCCL_NET)", c->self, c->plugin().label.c_str());
+    return ncclSystemError;
+  }
+  c->dev = n->order[(size_t)(n->info.localRank + setup->channelId) % (size_t)std::max(1, n->nearest)];
+  return ncclSuccess;
+}
+
 // Buffer and control words of one side.
 ncclResult_t allocate(NetConn* c, const plexusTransportSetup_v1_t* setup) {
   c->net = (NetComm*)setup->commCtx;
@@ -254,8 +304,7 @@ ncclResult_t allocate(NetConn* c, const plexusTransportSetup_v1_t* setup) {
   c->self = setup->self->rank;
   c->peer = setup->peer->rank;
   c->channel = setup->channelId;
-  const int ndev = (int)c->net->props.size();
-  c->dev = (c->net->info.localRank + setup->channelId) % ndev;
+  NCCLCHECK(chooseDevice(c, setup));
   c->stepSize = setup->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   c->buffBytes = (size_t)c->stepSize * PLEXUS_STEPS;
   if (setup->self->backend == plexusBackendCuda) return allocateCuda(c);

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Writes the server topologies of the topology tests as hwloc XML (the format lstopo --of xml and
+NCCL_TOPO_DUMP_FILE write), beside this script:
+
+  server-8gpu-4nic.xml  2 sockets x 16 cores, 4 host bridges; behind each a PCIe switch with 2 GPUs and 1 NIC
+                        (mlx5_N / ibN): each GPU's own NIC is PIX, its socket's other NIC PHB, the rest SYS.
+  server-mixed.xml      2 sockets; on socket 0 a switch with GPU0 and a nested switch with GPU1 (PXB between
+                        them), NIC mlx5_0 behind socket 0's second host bridge (PHB from both GPUs); NIC mlx5_1
+                        on socket 1 (SYS); a plain Ethernet NIC eth2 on socket 1.
+  host-2numa-2nic.xml   no GPU: 2 sockets, one NIC each (host-backend choices by CPU set).
+
+Run it to regenerate them: python3 tests/topo/make_topologies.py
+"""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN4 = "31.507692"  # hwloc's GB/s for a PCIe 4.0 x16 link
+GEN5 = "63.015385"
+
+
+class Xml:
+    def __init__(self):
+        self.lines = []
+        self.gp = 0
+
+    def gpi(self):
+        self.gp += 1
+        return self.gp
+
+    def open(self, depth, attrs):
+        self.lines.append("  " * depth + "<object " + attrs + f' gp_index="{self.gpi()}">')
+
+    def leaf(self, depth, attrs):
+        self.lines.append("  " * depth + "<object " + attrs + f' gp_index="{self.gpi()}"/>')
+
+    def close(self, depth):
+        self.lines.append("  " * depth + "</object>")
+
+
+def mask(cpus):
+    m = 0
+    for c in cpus:
+        m |= 1 << c
+    return "0x%08x" % m if m < (1 << 32) else hex(m)
+
+
+def sets(cpus, nodes):
+    cs, ns = mask(cpus), mask(nodes)
+    return f'cpuset="{cs}" complete_cpuset="{cs}" nodeset="{ns}" complete_nodeset="{ns}"'
+
+
+def pcidev(x, depth, busid, cls, vendor, device, link, osdevs=()):
+    attrs = f'type="PCIDev" pci_busid="{busid}" pci_type="{cls} [{vendor}:{device}] [{vendor}:0000] 00" pci_link_speed="{link}"'
+    if not osdevs:
+        x.leaf(depth, attrs)
+        return
+    x.open(depth, attrs)
+    for name, kind in osdevs:
+        x.leaf(depth + 1, f'type="OSDev" name="{name}" osdev_type="{kind}"')
+    x.close(depth)
+
+
+def bridge(x, depth, busid, lo, hi, link):
+    x.open(depth, f'type="Bridge" bridge_type="1-1" depth="{depth}" bridge_pci="0000:[{lo:02x}-{hi:02x}]" '
+                  f'pci_busid="{busid}" pci_type="0604 [10b5:c010] [0000:0000] 00" pci_link_speed="{link}"')
+
+
+def gpu(x, depth, bus, link=GEN5):
+    pcidev(x, depth, f"0000:{bus:02x}:00.0", "0302", "10de", "2335", link)
+
+
+def ib_nic(x, depth, bus, index, link=GEN5):
+    pcidev(x, depth, f"0000:{bus:02x}:00.0", "0207", "15b3", "1021", link,
+           [(f"mlx5_{index}", 3), (f"ib{index}", 2)])
+
+
+def eth_nic(x, depth, bus, name, link=GEN4):
+    pcidev(x, depth, f"0000:{bus:02x}:00.0", "0200", "8086", "1593", link, [(name, 2)])
+
+
+def machine(x, packages, cores_per_package, io):
+    """io(x, package, depth): writes the package's I/O (host bridges) at that depth."""
+    all_cpus = list(range(packages * cores_per_package))
+    nodes = list(range(packages))
+    x.lines += ['<?xml version="1.0" encoding="UTF-8"?>', '<!DOCTYPE topology SYSTEM "hwloc2.dtd">',
+                '<topology version="2.0">']
+    cs, ns = mask(all_cpus), mask(nodes)
+    x.open(1, f'type="Machine" os_index="0" cpuset="{cs}" complete_cpuset="{cs}" allowed_cpuset="{cs}" '
+              f'nodeset="{ns}" complete_nodeset="{ns}" allowed_nodeset="{ns}"')
+    for p in range(packages):
+        cpus = list(range(p * cores_per_package, (p + 1) * cores_per_package))
+        x.open(2, f'type="Package" os_index="{p}" ' + sets(cpus, [p]))
+        x.leaf(3, f'type="NUMANode" os_index="{p}" ' + sets(cpus, [p]) + ' local_memory="274877906944"')
+        for c in cpus:
+            x.open(3, f'type="Core" os_index="{c}" ' + sets([c], [p]))
+            x.leaf(4, f'type="PU" os_index="{c}" ' + sets([c], [p]))
+            x.close(3)
+        io(x, p, 3)
+        x.close(2)
+    x.close(1)
+    x.lines.append("</topology>")
+
+
+def host_bridge(x, depth, lo, hi):
+    x.open(depth, f'type="Bridge" bridge_type="0-1" depth="0" bridge_pci="0000:[{lo:02x}-{hi:02x}]"')
+
+
+def server_8gpu_4nic():
+    x = Xml()
+
+    def io(x, p, d):
+        for s in range(2):  # two host bridges per socket, each with a switch: GPU, GPU, NIC
+            k = p * 2 + s
+            base = 0x10 + k * 0x20
+            host_bridge(x, d, base, base + 0x1f)
+            bridge(x, d + 1, f"0000:{base:02x}:01.0", base + 1, base + 0x1f, GEN5)       # root port
+            bridge(x, d + 2, f"0000:{base + 1:02x}:00.0", base + 2, base + 0x1f, GEN5)   # switch upstream port
+            for i, dev in enumerate(("gpu", "gpu", "nic")):
+                bus = base + 3 + i
+                bridge(x, d + 3, f"0000:{base + 2:02x}:{i:02x}.0", bus, bus, GEN5)       # downstream port
+                if dev == "gpu":
+                    gpu(x, d + 4, bus)
+                else:
+                    ib_nic(x, d + 4, bus, k)
+                x.close(d + 3)
+            x.close(d + 2)
+            x.close(d + 1)
+            x.close(d)
+
+    machine(x, 2, 16, io)
+    return x
+
+
+def server_mixed():
+    x = Xml()
+
+    def io(x, p, d):
+        if p == 0:
+            host_bridge(x, d, 0x10, 0x2f)
+            bridge(x, d + 1, "0000:10:01.0", 0x11, 0x2f, GEN5)          # root port
+            bridge(x, d + 2, "0000:11:00.0", 0x12, 0x2f, GEN5)          # switch A upstream
+            bridge(x, d + 3, "0000:12:00.0", 0x13, 0x13, GEN5)          # A downstream: GPU0
+            gpu(x, d + 4, 0x13)
+            x.close(d + 3)
+            bridge(x, d + 3, "0000:12:01.0", 0x14, 0x2f, GEN5)          # A downstream: switch B
+            bridge(x, d + 4, "0000:14:00.0", 0x15, 0x2f, GEN5)          # switch B upstream
+            bridge(x, d + 5, "0000:15:00.0", 0x16, 0x16, GEN5)          # B downstream: GPU1
+            gpu(x, d + 6, 0x16)
+            x.close(d + 5)
+            x.close(d + 4)
+            x.close(d + 3)
+            x.close(d + 2)
+            x.close(d + 1)
+            x.close(d)
+            host_bridge(x, d, 0x30, 0x3f)
+            bridge(x, d + 1, "0000:30:01.0", 0x31, 0x31, GEN5)
+            ib_nic(x, d + 2, 0x31, 0)
+            x.close(d + 1)
+            x.close(d)
+        else:
+            host_bridge(x, d, 0x80, 0x9f)
+            bridge(x, d + 1, "0000:80:01.0", 0x81, 0x81, GEN5)
+            ib_nic(x, d + 2, 0x81, 1)
+            x.close(d + 1)
+            bridge(x, d + 1, "0000:80:02.0", 0x82, 0x82, GEN4)
+            eth_nic(x, d + 2, 0x82, "eth2")
+            x.close(d + 1)
+            x.close(d)
+
+    machine(x, 2, 8, io)
+    return x
+
+
+def host_2numa_2nic():
+    x = Xml()
+
+    def io(x, p, d):
+        base = 0x20 + p * 0x60
+        host_bridge(x, d, base, base + 0xf)
+        bridge(x, d + 1, f"0000:{base:02x}:01.0", base + 1, base + 1, GEN4)
+        eth_nic(x, d + 2, base + 1, f"ens{p + 1}")
+        x.close(d + 1)
+        x.close(d)
+
+    machine(x, 2, 4, io)
+    return x
+
+
+for name, make in (("server-8gpu-4nic.xml", server_8gpu_4nic), ("server-mixed.xml", server_mixed),
+                   ("host-2numa-2nic.xml", host_2numa_2nic)):
+    with open(os.path.join(HERE, name), "w") as f:
+        f.write("\n".join(make().lines) + "\n")
+    print("wrote", name)

@@ -1,0 +1,224 @@
+// Layer 6: the physical topology from hwloc (core/src/topo/hw_topo.h), on the server topologies of tests/topo/
+// (written by tests/topo/make_topologies.py, whose header says what each holds) and on this machine. Expected
+// path types come from those layouts as NCCL defines them, not from the code under test.
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "skip.h"
+#include "topo/hw_topo.h"
+
+using namespace plexus;
+
+namespace {
+
+std::unique_ptr<HwTopology> loadTopo(const std::string& name) {
+  std::string error;
+  auto t = HwTopology::load(std::string(PLEXUS_TEST_TOPO_DIR) + "/" + name, &error);
+  INFO(error);
+  REQUIRE(t);
+  return t;
+}
+
+const HwDevice& nic(const HwTopology& t, const std::string& name) {
+  for (const HwDevice& d : t.nics())
+    if (d.name == name) return d;
+  FAIL("no NIC " << name);
+  return t.nics()[0];
+}
+
+std::vector<std::string> busIds(const HwTopology& t) {
+  std::vector<std::string> ids;
+  for (const HwDevice& d : t.nics()) ids.push_back(d.busId);
+  return ids;
+}
+
+}  // namespace
+
+#ifdef PLEXUS_HAVE_HWLOC
+#define NEEDS_HWLOC()
+#else
+#define NEEDS_HWLOC() return testskip::skip("Plexus was built without hwloc (libhwloc-dev)")
+#endif
+
+TEST_CASE("hw topology: an 8-GPU, 4-NIC, 2-socket server: devices, CPUs, path types") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-8gpu-4nic.xml");
+  CHECK(t->packages() == 2);
+  CHECK(t->numaNodes() == 2);
+  CHECK(t->cores() == 32);
+  REQUIRE(t->gpus().size() == 8);
+  REQUIRE(t->nics().size() == 4);
+  // Bus order; each switch k (bus 0x10 + 0x20k) holds GPUs at +3 and +4 and NIC mlx5_k at +5.
+  CHECK(t->gpus()[0].busId == "0000:13:00.0");
+  CHECK(t->gpus()[7].busId == "0000:74:00.0");
+  CHECK(nic(*t, "mlx5_2").busId == "0000:55:00.0");
+  CHECK(nic(*t, "mlx5_2").netdev == "ib2");
+  CHECK(t->gpus()[0].cpus == "0-15");
+  CHECK(t->gpus()[5].cpus == "16-31");
+  CHECK(t->gpus()[5].numa == 1);
+  CHECK(t->gpus()[0].linkGBs > 60);
+  const HwDevice& g0 = t->gpus()[0];
+  CHECK(t->path(g0, g0) == PathType::LOC);
+  CHECK(t->path(g0, t->gpus()[1]) == PathType::PIX);     // the same switch
+  CHECK(t->path(g0, nic(*t, "mlx5_0")) == PathType::PIX);
+  CHECK(t->path(g0, nic(*t, "mlx5_1")) == PathType::PHB);  // socket 0's other host bridge
+  CHECK(t->path(g0, t->gpus()[2]) == PathType::PHB);
+  CHECK(t->path(g0, nic(*t, "mlx5_2")) == PathType::SYS);  // socket 1
+  CHECK(t->path(t->gpus()[7], nic(*t, "mlx5_3")) == PathType::PIX);
+  CHECK(t->pathGBs(g0, nic(*t, "mlx5_0")) > 60);
+  CHECK(t->pathGBs(g0, nic(*t, "mlx5_2")) <= 10);
+}
+
+TEST_CASE("hw topology: each GPU of the 8-GPU server uses the NIC behind its own switch first") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-8gpu-4nic.xml");
+  const std::vector<std::string> ids = busIds(*t);
+  const std::vector<bool> usable(ids.size(), true);
+  for (size_t g = 0; g < t->gpus().size(); g++) {
+    int nearest = 0;
+    std::string why;
+    const std::vector<int> order = netDeviceOrder(t.get(), ids, usable, t->gpus()[g].busId, "", &nearest, &why);
+    INFO("GPU " << g << "\n" << why);
+    REQUIRE(order.size() == 4);
+    CHECK(nearest == 1);
+    CHECK(t->nics()[order[0]].name == "mlx5_" + std::to_string(g / 2));
+    // Then the socket's other NIC (PHB), then the other socket's two (SYS).
+    CHECK(t->nics()[order[1]].name == "mlx5_" + std::to_string(g / 4 * 2 + (g / 2 + 1) % 2));
+    CHECK(t->path(t->gpus()[g], t->nics()[order[2]]) == PathType::SYS);
+  }
+}
+
+TEST_CASE("hw topology: nested switches are PXB; a NIC behind another host bridge of the socket is PHB") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-mixed.xml");
+  REQUIRE(t->gpus().size() == 2);
+  REQUIRE(t->nics().size() == 3);
+  const HwDevice &g0 = t->gpus()[0], &g1 = t->gpus()[1];
+  CHECK(t->path(g0, g1) == PathType::PXB);
+  CHECK(t->path(g0, nic(*t, "mlx5_0")) == PathType::PHB);
+  CHECK(t->path(g1, nic(*t, "mlx5_0")) == PathType::PHB);
+  CHECK(t->path(g0, nic(*t, "mlx5_1")) == PathType::SYS);
+  CHECK(t->path(g0, nic(*t, "eth2")) == PathType::SYS);
+  CHECK(nic(*t, "eth2").netdev == "eth2");
+  // Both SYS NICs come after mlx5_0 (the CPUs' interconnect bounds them alike), in bus order.
+  const std::vector<std::string> ids = busIds(*t);
+  int nearest = 0;
+  const std::vector<int> order = netDeviceOrder(t.get(), ids, std::vector<bool>(ids.size(), true), g1.busId, "",
+                                                &nearest, nullptr);
+  REQUIRE(order.size() == 3);
+  CHECK(nearest == 1);
+  CHECK(t->nics()[order[0]].name == "mlx5_0");
+  CHECK(t->nics()[order[1]].name == "mlx5_1");
+  CHECK(t->nics()[order[2]].name == "eth2");
+}
+
+TEST_CASE("hw topology: without a GPU, a rank's CPUs choose the NIC of their NUMA node") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("host-2numa-2nic.xml");
+  CHECK(t->gpus().empty());
+  REQUIRE(t->nics().size() == 2);
+  CHECK(t->pathFromCpus(nic(*t, "ens1"), "0-3") == PathType::PHB);
+  CHECK(t->pathFromCpus(nic(*t, "ens2"), "0-3") == PathType::SYS);
+  const std::vector<std::string> ids = busIds(*t);
+  const std::vector<bool> usable(ids.size(), true);
+  int nearest = 0;
+  std::vector<int> order = netDeviceOrder(t.get(), ids, usable, "", "4-7", &nearest, nullptr);
+  CHECK(nearest == 1);
+  CHECK(t->nics()[order[0]].name == "ens2");
+  // CPUs on both sockets (an unbound process): both NICs are equally near, to be spread over.
+  order = netDeviceOrder(t.get(), ids, usable, "", "0-7", &nearest, nullptr);
+  CHECK(nearest == 2);
+}
+
+TEST_CASE("hw topology: a device whose getProperties failed is never chosen; unknown ones come last") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-8gpu-4nic.xml");
+  std::vector<std::string> ids = busIds(*t);
+  ids.push_back("0000:ee:00.0");  // a device the topology does not hold
+  ids.push_back("");              // a plugin that gives no pciPath
+  std::vector<bool> usable(ids.size(), true);
+  usable[0] = false;  // GPU0's own NIC
+  int nearest = 0;
+  std::string why;
+  const std::vector<int> order = netDeviceOrder(t.get(), ids, usable, t->gpus()[0].busId, "", &nearest, &why);
+  INFO(why);
+  REQUIRE(order.size() == 5);
+  for (int d : order) CHECK(d != 0);
+  CHECK(order[0] == 1);  // the socket's other NIC, PHB
+  CHECK(order[3] == 4);
+  CHECK(order[4] == 5);
+  CHECK(why.find("device 0: not used (its getProperties failed)") != std::string::npos);
+  // Without a topology: plugin order, the failed device left out, all equally near.
+  const std::vector<int> plain = netDeviceOrder(nullptr, ids, usable, "", "", &nearest, nullptr);
+  CHECK(plain == std::vector<int>{1, 2, 3, 4, 5});
+  CHECK(nearest == 5);
+}
+
+TEST_CASE("hw topology: the topology in use is written back as XML that loads to the same machine") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-mixed.xml");
+  char path[] = "/tmp/plexus-topo-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::string error;
+  REQUIRE(t->writeXml(path, &error));
+  auto again = HwTopology::load(path, &error);
+  unlink(path);
+  REQUIRE(again);
+  REQUIRE(again->gpus().size() == t->gpus().size());
+  REQUIRE(again->nics().size() == t->nics().size());
+  for (size_t i = 0; i < t->nics().size(); i++) CHECK(again->nics()[i].busId == t->nics()[i].busId);
+  CHECK(again->path(again->gpus()[0], again->gpus()[1]) == PathType::PXB);
+}
+
+TEST_CASE("hw topology: a missing or broken topology file is an error that names the file") {
+  NEEDS_HWLOC();
+  std::string error;
+  CHECK(!HwTopology::load("/nonexistent/topo.xml", &error));
+  CHECK(error.find("/nonexistent/topo.xml") != std::string::npos);
+  char path[] = "/tmp/plexus-topo-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  const char junk[] = "<topology><object type=\"Machine\"";
+  REQUIRE(write(fd, junk, sizeof junk - 1) == (ssize_t)(sizeof junk - 1));
+  close(fd);
+  error.clear();
+  CHECK(!HwTopology::load(path, &error));
+  unlink(path);
+  INFO(error);
+  CHECK(error.find(path) != std::string::npos);
+  CHECK(error.find("hwloc XML") != std::string::npos);
+}
+
+TEST_CASE("hw topology: this machine, live: the CPUs this process may use are its affinity's") {
+  NEEDS_HWLOC();
+  // The process's own (this binary sets no NCCL_TOPO_FILE): loaded once and kept, as communicators use it.
+  REQUIRE(!getenv("NCCL_TOPO_FILE"));
+  std::string error;
+  const HwTopology* t = HwTopology::process(&error);
+  INFO(error);
+  REQUIRE(t);
+  CHECK(t->source() == "live");
+  CHECK(t->packages() >= 1);
+  CHECK(t->cores() >= 1);
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  CHECK(t->usableCpus() == CPU_COUNT(&set));
+  CHECK(!t->tree().empty());
+}
+
+TEST_CASE("hw topology: bus ids from the forms plugins and drivers spell them in") {
+  CHECK(normalizeBusId("0000:17:00.0") == "0000:17:00.0");
+  CHECK(normalizeBusId("0000:AB:00.1") == "0000:ab:00.1");
+  CHECK(normalizeBusId("17:00.0") == "0000:17:00.0");
+  CHECK(normalizeBusId("/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0") == "0000:17:00.0");
+  CHECK(normalizeBusId("/sys/devices/pci0000:00/0000:00:03.0/virtio1") == "0000:00:03.0");
+  CHECK(normalizeBusId("no id here").empty());
+  CHECK(normalizeBusId("").empty());
+}
