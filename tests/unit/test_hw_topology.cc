@@ -222,3 +222,35 @@ TEST_CASE("hw topology: bus ids from the forms plugins and drivers spell them in
   CHECK(normalizeBusId("no id here").empty());
   CHECK(normalizeBusId("").empty());
 }
+
+TEST_CASE("hw topology: CPU lists parse, print and intersect as Linux spells them") {
+  bool ok = false;
+  std::vector<bool> s = parseCpuList("0-3,8,10-11", &ok);
+  CHECK(ok);
+  REQUIRE(s.size() == 12);
+  CHECK(s[0]);
+  CHECK(s[3]);
+  CHECK(!s[4]);
+  CHECK(s[8]);
+  CHECK(!s[9]);
+  CHECK(cpuListText(s) == "0-3,8,10-11");
+  CHECK(cpuListText(parseCpuList("")).empty());
+  parseCpuList("3-1", &ok);
+  CHECK(!ok);
+  parseCpuList("0-x", &ok);
+  CHECK(!ok);
+  CHECK(intersectCpuLists("0-15", "8-31") == "8-15");
+  CHECK(intersectCpuLists("0-7", "16-31").empty());
+  CHECK(intersectCpuLists("0,2,4", "0-2") == "0,2");
+}
+
+TEST_CASE("hw topology: a CUDA rank's threads run on its GPU's CPUs within the job's, as NCCL binds them") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-8gpu-4nic.xml");
+  const HwDevice& g5 = t->gpus()[5];  // socket 1: CPUs 16-31
+  CHECK(bindingCpus(&g5, "0-31", false) == "16-31");
+  CHECK(bindingCpus(&g5, "20-23,40-47", false) == "20-23");  // the job's CPUs near the GPU
+  CHECK(bindingCpus(&g5, "0-7", false) == "0-7");            // none near it: the job's stay
+  CHECK(bindingCpus(&g5, "0-7", true) == "16-31");           // NCCL_IGNORE_CPU_AFFINITY=1
+  CHECK(bindingCpus(nullptr, "0-7", false) == "0-7");        // no GPU known
+}

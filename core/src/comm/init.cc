@@ -1,8 +1,11 @@
 // Communicator creation and teardown: bootstrap, peer info, topology, algorithm graphs, channels,
 // connections, executor.
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -103,6 +106,48 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
   return ncclSuccess;
 }
 
+// NCCL's CPU affinity: while a CUDA communicator initializes, its thread runs on the CPUs local to its GPU (within
+// the job's affinity unless NCCL_IGNORE_CPU_AFFINITY=1), so that the threads init starts (the proxy) inherit them;
+// the caller's affinity comes back after. Only on the live machine: a topology file's CPUs are another machine's.
+class InitAffinity {
+ public:
+  explicit InitAffinity(ncclComm* comm) {
+    if (comm->backend != plexusBackendCuda) return;
+    const HwTopology* hw = HwTopology::process();
+    const HwDevice* gpu = hw && hw->source() == "live" ? hw->gpuByBusId(cudaBusId(comm->device)) : nullptr;
+    if (!gpu || pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) != 0) return;
+    std::vector<bool> job(CPU_SETSIZE);
+    for (int c = 0; c < CPU_SETSIZE; c++) job[c] = CPU_ISSET(c, &saved_);
+    const std::string jobCpus = cpuListText(job);
+    const bool ignore = envInt("IGNORE_CPU_AFFINITY", 0) == 1;
+    const std::string want = bindingCpus(gpu, jobCpus, ignore);
+    if (want.empty() || want == jobCpus) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const std::vector<bool> cpus = parseCpuList(want);
+    for (size_t c = 0; c < cpus.size() && c < CPU_SETSIZE; c++)
+      if (cpus[c]) CPU_SET(c, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+      WARN("rank %d: cannot run on CPUs %s, local to GPU %s: %s; its threads keep CPUs %s", comm->rank, want.c_str(),
+           gpu->busId.c_str(), strerror(errno), jobCpus.c_str());
+      return;
+    }
+    restore_ = true;
+    INFO(NCCL_INIT | NCCL_GRAPH, "rank %d: threads started at init run on CPUs %s (local to GPU %s: %s%s)", comm->rank,
+         want.c_str(), gpu->busId.c_str(), gpu->cpus.c_str(),
+         ignore ? "; NCCL_IGNORE_CPU_AFFINITY=1: the job's affinity is ignored" : ", within the job's affinity");
+  }
+  ~InitAffinity() {
+    if (restore_) pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+  }
+  InitAffinity(const InitAffinity&) = delete;
+  InitAffinity& operator=(const InitAffinity&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+  bool restore_ = false;
+};
+
 ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   debugSetThreadRank(comm->rank);
   if (comm->backend == plexusBackendCuda) {
@@ -112,6 +157,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
                       comm->runtime->lastError().c_str());
     NCCLCHECK(devStateInitAbort(comm));
   }
+  const InitAffinity affinity(comm);
   // First, so that the file's knob defaults hold for everything below.
   NCCLCHECK(configLoad(&comm->config));
   NCCLCHECK(Bootstrap::init(ids.data(), (int)ids.size(), comm->rank, comm->nRanks, &comm->abortFlag,

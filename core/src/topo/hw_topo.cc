@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <plexus/cuda/driver.h>
+
 #include "misc/debug.h"
 #include "misc/env.h"
 
@@ -21,6 +23,77 @@ namespace plexus {
 const char* pathName(PathType p) {
   static const char* names[] = {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"};
   return names[(int)p];
+}
+
+std::vector<bool> parseCpuList(const std::string& list, bool* ok) {
+  std::vector<bool> set;
+  if (ok) *ok = true;
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string part = list.substr(at, end - at);
+    // "N" or "N-M", digits only.
+    const char* p = part.c_str();
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const unsigned long lo = std::isdigit((unsigned char)*p) ? std::strtoul(p, &end1, 10) : 0;
+    unsigned long hi = lo;
+    bool good = end1 && end1 != p;
+    if (good && *end1 == '-') {
+      good = std::isdigit((unsigned char)end1[1]);
+      if (good) hi = std::strtoul(end1 + 1, &end2, 10);
+      good = good && *end2 == '\0';
+    } else {
+      good = good && *end1 == '\0';
+    }
+    if (!good || hi < lo || hi > 65535) {
+      if (ok) *ok = false;
+      return {};
+    }
+    if (set.size() <= hi) set.resize(hi + 1, false);
+    for (unsigned c = lo; c <= hi; c++) set[c] = true;
+    at = end + 1;
+  }
+  return set;
+}
+
+std::string cpuListText(const std::vector<bool>& set) {
+  std::string out;
+  for (size_t c = 0; c < set.size();) {
+    if (!set[c]) {
+      c++;
+      continue;
+    }
+    size_t e = c;
+    while (e + 1 < set.size() && set[e + 1]) e++;
+    out += (out.empty() ? "" : ",") + std::to_string(c) + (e > c ? "-" + std::to_string(e) : "");
+    c = e + 1;
+  }
+  return out;
+}
+
+std::string intersectCpuLists(const std::string& a, const std::string& b) {
+  std::vector<bool> x = parseCpuList(a), y = parseCpuList(b);
+  x.resize(std::min(x.size(), y.size()));
+  for (size_t c = 0; c < x.size(); c++) x[c] = x[c] && y[c];
+  return cpuListText(x);
+}
+
+std::string bindingCpus(const HwDevice* gpu, const std::string& jobCpus, bool ignoreJobAffinity) {
+  if (!gpu || gpu->cpus.empty()) return jobCpus;
+  if (ignoreJobAffinity) return gpu->cpus;
+  const std::string both = intersectCpuLists(gpu->cpus, jobCpus);
+  return both.empty() ? jobCpus : both;
+}
+
+std::string cudaBusId(int ordinal) {
+  const cuda::Driver* d = cuda::driver(nullptr);
+  cuda::CUdevice dev = 0;
+  char id[32] = "";
+  if (!d || d->deviceGet(&dev, ordinal) != cuda::CUDA_SUCCESS ||
+      d->deviceGetPCIBusId(id, sizeof id, dev) != cuda::CUDA_SUCCESS)
+    return "";
+  return normalizeBusId(id);
 }
 
 std::string normalizeBusId(const std::string& s) {

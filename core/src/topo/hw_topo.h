@@ -75,6 +75,20 @@ class HwTopology {
   std::vector<HwDevice> gpus_, nics_;
 };
 
+// CPU lists ("0-3,8,10-11") as sets: parse (nullopt-like empty on a malformed list) and print, and their
+// intersection. Linux's and hwloc's list syntax.
+std::vector<bool> parseCpuList(const std::string& list, bool* ok = nullptr);
+std::string cpuListText(const std::vector<bool>& set);
+std::string intersectCpuLists(const std::string& a, const std::string& b);
+
+// The CPUs a communicator's threads (its proxy) should run on: the CPUs local to its GPU, within the job's
+// (jobCpus, the process's affinity) unless ignoreJobAffinity (NCCL_IGNORE_CPU_AFFINITY=1); the job's when the two
+// share none, or when the GPU's are unknown. NCCL's choice.
+std::string bindingCpus(const HwDevice* gpu, const std::string& jobCpus, bool ignoreJobAffinity);
+
+// The PCI bus id of CUDA device `ordinal` from the driver ("" without one).
+std::string cudaBusId(int ordinal);
+
 // A bus id as the topology spells it ("0000:17:00.0", lower case) from any of: that form, upper case, without the
 // domain ("17:00.0"), or a sysfs path ending in one (a net plugin's pciPath). Empty when none is found.
 std::string normalizeBusId(const std::string& s);

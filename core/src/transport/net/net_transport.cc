@@ -16,8 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include <plexus/cuda/driver.h>
-
 #include "device/runtime.h"
 #include "misc/check.h"
 #include "misc/debug.h"
@@ -257,16 +255,6 @@ ncclResult_t allocateCuda(NetConn* c) {
   return ncclSuccess;
 }
 
-// The PCI bus id of CUDA device `ordinal` ("" where the driver does not say).
-std::string gpuBusId(int ordinal) {
-  const cuda::Driver* d = cuda::driver(nullptr);
-  cuda::CUdevice dev = 0;
-  char id[32] = "";
-  if (!d || d->deviceGet(&dev, ordinal) != cuda::CUDA_SUCCESS || d->deviceGetPCIBusId(id, sizeof id, dev) != cuda::CUDA_SUCCESS)
-    return "";
-  return normalizeBusId(id);
-}
-
 // The device of a connection: among the devices nearest to the rank's GPU (CUDA) or CPUs (host), by the machine's
 // topology (core/src/topo/hw_topo.h), channels and the node's ranks spread round-robin; never one whose
 // getProperties failed.
@@ -278,7 +266,7 @@ ncclResult_t chooseDevice(NetConn* c, const plexusTransportSetup_v1_t* setup) {
     const HwTopology* topo = HwTopology::process();
     std::vector<std::string> busIds;
     for (const ncclNetProperties_v12_t& p : n->props) busIds.push_back(p.pciPath ? normalizeBusId(p.pciPath) : "");
-    const std::string gpu = setup->self->backend == plexusBackendCuda ? gpuBusId(setup->self->device) : "";
+    const std::string gpu = setup->self->backend == plexusBackendCuda ? cudaBusId(setup->self->device) : "";
     std::string why;
     n->order = netDeviceOrder(topo, busIds, n->usable, gpu, topo ? topo->usableCpuList() : "", &n->nearest, &why);
     const std::string from = gpu.empty() ? "its CPUs" : "its GPU " + gpu;
