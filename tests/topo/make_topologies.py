@@ -22,6 +22,7 @@ class Xml:
     def __init__(self):
         self.lines = []
         self.gp = 0
+        self.opened = []  # depths of the objects open, innermost last
 
     def gpi(self):
         self.gp += 1
@@ -29,12 +30,18 @@ class Xml:
 
     def open(self, depth, attrs):
         self.lines.append("  " * depth + "<object " + attrs + f' gp_index="{self.gpi()}">')
+        self.opened.append(depth)
 
     def leaf(self, depth, attrs):
         self.lines.append("  " * depth + "<object " + attrs + f' gp_index="{self.gpi()}"/>')
 
     def close(self, depth):
-        self.lines.append("  " * depth + "</object>")
+        self.close_to(depth)
+
+    def close_to(self, depth):
+        """Closes every open object down to and including the one at `depth`."""
+        while self.opened and self.opened[-1] >= depth:
+            self.lines.append("  " * self.opened.pop() + "</object>")
 
 
 def mask(cpus):
@@ -123,8 +130,6 @@ def server_8gpu_4nic():
                 else:
                     ib_nic(x, d + 4, bus, k)
                 x.close(d + 3)
-            x.close(d + 2)
-            x.close(d + 1)
             x.close(d)
 
     machine(x, 2, 16, io)
@@ -146,16 +151,10 @@ def server_mixed():
             bridge(x, d + 4, "0000:14:00.0", 0x15, 0x2f, GEN5)          # switch B upstream
             bridge(x, d + 5, "0000:15:00.0", 0x16, 0x16, GEN5)          # B downstream: GPU1
             gpu(x, d + 6, 0x16)
-            x.close(d + 5)
-            x.close(d + 4)
-            x.close(d + 3)
-            x.close(d + 2)
-            x.close(d + 1)
             x.close(d)
             host_bridge(x, d, 0x30, 0x3f)
             bridge(x, d + 1, "0000:30:01.0", 0x31, 0x31, GEN5)
             ib_nic(x, d + 2, 0x31, 0)
-            x.close(d + 1)
             x.close(d)
         else:
             host_bridge(x, d, 0x80, 0x9f)
@@ -164,7 +163,6 @@ def server_mixed():
             x.close(d + 1)
             bridge(x, d + 1, "0000:80:02.0", 0x82, 0x82, GEN4)
             eth_nic(x, d + 2, 0x82, "eth2")
-            x.close(d + 1)
             x.close(d)
 
     machine(x, 2, 8, io)
@@ -179,7 +177,6 @@ def host_2numa_2nic():
         host_bridge(x, d, base, base + 0xf)
         bridge(x, d + 1, f"0000:{base:02x}:01.0", base + 1, base + 1, GEN4)
         eth_nic(x, d + 2, base + 1, f"ens{p + 1}")
-        x.close(d + 1)
         x.close(d)
 
     machine(x, 2, 4, io)
