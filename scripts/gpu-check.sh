@@ -131,6 +131,8 @@ clog=$logs/ctest.log
 read -r -a ctest_extra <<<"${PLEXUS_GPU_CHECK_CTEST_ARGS:-}"
 phase "$clog" "${PLEXUS_GPU_CHECK_CTEST_SECONDS:-240}" ctest --test-dir "$build" -L gpu -j 4 -V --timeout 600 "${ctest_extra[@]}"
 rc=$?
+# The syncprobe's report (which CUDA calls wait for a running kernel) goes to the summary as it is.
+grep -E "SYNCPROBE|module loading mode" "$clog" | sed -E 's/^[0-9]+: //' | while IFS= read -r line; do say "INFO $line"; done
 counts=$(grep -E "tests passed|tests failed" "$clog" | tail -1)
 skipped=$(grep -cE "\*\*\*Skipped" "$clog")
 if ((rc == 0)) && [[ $counts == *"out of $skipped" ]]; then
