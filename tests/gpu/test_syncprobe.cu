@@ -5,9 +5,10 @@
 // entry points come through plexus/cuda/driver.h (loaded at run time: the binary must start where no driver is).
 #include <plexus/cuda/driver.h>
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "gpu_test.h"
@@ -98,17 +99,28 @@ int testSyncProbe(int, char**) {
     prepare();
     gate[0] = gate[1] = 0;
     launchGate(held, devGate, devGate + 1);
-    for (int i = 0; i < 5000 && !reinterpret_cast<volatile int*>(gate)[1]; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::atomic<bool> done{false};
+    // The gate kernel runs: it set gate[1] (bounded: a gate that never starts is a broken device).
+    for (const double start = nowSeconds(); !reinterpret_cast<volatile int*>(gate)[1];) {
+      if (nowSeconds() - start > 5) fatal("the gate kernel never started");
+      std::this_thread::yield();
+    }
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
     std::thread t([&] {
       GT_CUDA(cudaSetDevice(0));
       call();
+      std::lock_guard<std::mutex> lock(m);
       done = true;
+      cv.notify_one();
     });
     const double t0 = nowSeconds();
-    while (!done && nowSeconds() - t0 < 1.5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const bool waited = !done;
+    bool waited;
+    {
+      // The window is the verdict: a call still inside 1.5 s after the kernel started waits for it.
+      std::unique_lock<std::mutex> lock(m);
+      waited = !cv.wait_for(lock, std::chrono::milliseconds(1500), [&] { return done; });
+    }
     const double took = nowSeconds() - t0;
     reinterpret_cast<volatile int*>(gate)[0] = 1;
     t.join();

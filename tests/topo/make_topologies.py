@@ -108,8 +108,23 @@ def machine(x, packages, cores_per_package, io):
     x.lines.append("</topology>")
 
 
+def port(x, depth, busid, bus, link, device):
+    """A PCIe port (a bridge to one bus) with one device behind it: device(x, depth, bus)."""
+    bridge(x, depth, busid, bus, bus, link)
+    device(x, depth + 1, bus)
+    x.close(depth)
+
+
 def host_bridge(x, depth, lo, hi):
     x.open(depth, f'type="Bridge" bridge_type="0-1" depth="0" bridge_pci="0000:[{lo:02x}-{hi:02x}]"')
+
+
+def switch_on_host_bridge(x, d, base, hi):
+    """A host bridge for buses base..hi, its root port, and a PCIe switch's upstream port below it: the switch's
+    downstream ports go at depth d + 3, on bus base + 2."""
+    host_bridge(x, d, base, hi)
+    bridge(x, d + 1, f"0000:{base:02x}:01.0", base + 1, hi, GEN5)       # root port
+    bridge(x, d + 2, f"0000:{base + 1:02x}:00.0", base + 2, hi, GEN5)   # switch upstream port
 
 
 def server_8gpu_4nic():
@@ -119,17 +134,9 @@ def server_8gpu_4nic():
         for s in range(2):  # two host bridges per socket, each with a switch: GPU, GPU, NIC
             k = p * 2 + s
             base = 0x10 + k * 0x20
-            host_bridge(x, d, base, base + 0x1f)
-            bridge(x, d + 1, f"0000:{base:02x}:01.0", base + 1, base + 0x1f, GEN5)       # root port
-            bridge(x, d + 2, f"0000:{base + 1:02x}:00.0", base + 2, base + 0x1f, GEN5)   # switch upstream port
-            for i, dev in enumerate(("gpu", "gpu", "nic")):
-                bus = base + 3 + i
-                bridge(x, d + 3, f"0000:{base + 2:02x}:{i:02x}.0", bus, bus, GEN5)       # downstream port
-                if dev == "gpu":
-                    gpu(x, d + 4, bus)
-                else:
-                    ib_nic(x, d + 4, bus, k)
-                x.close(d + 3)
+            switch_on_host_bridge(x, d, base, base + 0x1f)
+            for i, dev in enumerate((gpu, gpu, lambda x, d, bus: ib_nic(x, d, bus, k))):  # downstream ports
+                port(x, d + 3, f"0000:{base + 2:02x}:{i:02x}.0", base + 3 + i, GEN5, dev)
             x.close(d)
 
     machine(x, 2, 16, io)
@@ -141,28 +148,19 @@ def server_mixed():
 
     def io(x, p, d):
         if p == 0:
-            host_bridge(x, d, 0x10, 0x2f)
-            bridge(x, d + 1, "0000:10:01.0", 0x11, 0x2f, GEN5)          # root port
-            bridge(x, d + 2, "0000:11:00.0", 0x12, 0x2f, GEN5)          # switch A upstream
-            bridge(x, d + 3, "0000:12:00.0", 0x13, 0x13, GEN5)          # A downstream: GPU0
-            gpu(x, d + 4, 0x13)
-            x.close(d + 3)
+            switch_on_host_bridge(x, d, 0x10, 0x2f)                     # switch A
+            port(x, d + 3, "0000:12:00.0", 0x13, GEN5, gpu)             # A downstream: GPU0
             bridge(x, d + 3, "0000:12:01.0", 0x14, 0x2f, GEN5)          # A downstream: switch B
             bridge(x, d + 4, "0000:14:00.0", 0x15, 0x2f, GEN5)          # switch B upstream
-            bridge(x, d + 5, "0000:15:00.0", 0x16, 0x16, GEN5)          # B downstream: GPU1
-            gpu(x, d + 6, 0x16)
+            port(x, d + 5, "0000:15:00.0", 0x16, GEN5, gpu)             # B downstream: GPU1
             x.close(d)
             host_bridge(x, d, 0x30, 0x3f)
-            bridge(x, d + 1, "0000:30:01.0", 0x31, 0x31, GEN5)
-            ib_nic(x, d + 2, 0x31, 0)
+            port(x, d + 1, "0000:30:01.0", 0x31, GEN5, lambda x, d, bus: ib_nic(x, d, bus, 0))
             x.close(d)
         else:
             host_bridge(x, d, 0x80, 0x9f)
-            bridge(x, d + 1, "0000:80:01.0", 0x81, 0x81, GEN5)
-            ib_nic(x, d + 2, 0x81, 1)
-            x.close(d + 1)
-            bridge(x, d + 1, "0000:80:02.0", 0x82, 0x82, GEN4)
-            eth_nic(x, d + 2, 0x82, "eth2")
+            port(x, d + 1, "0000:80:01.0", 0x81, GEN5, lambda x, d, bus: ib_nic(x, d, bus, 1))
+            port(x, d + 1, "0000:80:02.0", 0x82, GEN4, lambda x, d, bus: eth_nic(x, d, bus, "eth2"))
             x.close(d)
 
     machine(x, 2, 8, io)
@@ -175,8 +173,7 @@ def host_2numa_2nic():
     def io(x, p, d):
         base = 0x20 + p * 0x60
         host_bridge(x, d, base, base + 0xf)
-        bridge(x, d + 1, f"0000:{base:02x}:01.0", base + 1, base + 1, GEN4)
-        eth_nic(x, d + 2, base + 1, f"ens{p + 1}")
+        port(x, d + 1, f"0000:{base:02x}:01.0", base + 1, GEN4, lambda x, d, bus: eth_nic(x, d, bus, f"ens{p + 1}"))
         x.close(d)
 
     machine(x, 2, 4, io)

@@ -3,10 +3,10 @@
 #include <plexus/device/arch.h>
 #include <plexus/device/kernel.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <unordered_set>
 
 #include "comm/communicator.h"
 #include "executor/host_executor.h"
@@ -192,7 +192,7 @@ size_t Launcher::kernelSlot(const plexusDevWork_v1_t& w) const {
 ncclResult_t Launcher::loadKernels() {
   const size_t perAlgo = size_t(ncclNumFuncs) * ncclNumTypes * plexusDevNumRedOps;
   kernels_.assign(comm_->algos.size() * perAlgo, nullptr);
-  std::vector<const void*> loaded;
+  std::unordered_set<const void*> loaded;
   for (size_t a = 0; a < comm_->algos.size(); a++) {
     const AlgoInstance& algo = comm_->algos[a];
     if (!algo.plugin->api->hasCudaKernels()) continue;
@@ -206,13 +206,10 @@ ncclResult_t Launcher::loadKernels() {
           w.redop = (uint8_t)op;
           void* fn = nullptr;
           if (algo.plugin->api->getCudaKernel(algo.ctx, &w, &fn) != ncclSuccess || !fn) continue;
-          if (std::find(loaded.begin(), loaded.end(), fn) == loaded.end()) {
-            if (rt_->loadKernel(fn) != ncclSuccess)
-              return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot load a CUDA kernel of algorithm "
-                              "plugin '%s' (%s): %s", comm_->rank, algo.plugin->name.c_str(), algo.plugin->path.c_str(),
-                              rt_->lastError().c_str());
-            loaded.push_back(fn);
-          }
+          if (loaded.insert(fn).second && rt_->loadKernel(fn) != ncclSuccess)
+            return setError(comm_, ncclUnhandledCudaError, "rank %d: cannot load a CUDA kernel of algorithm "
+                            "plugin '%s' (%s): %s", comm_->rank, algo.plugin->name.c_str(), algo.plugin->path.c_str(),
+                            rt_->lastError().c_str());
           kernels_[kernelSlot(w)] = fn;
         }
   }

@@ -267,16 +267,6 @@ PathType HwTopology::path(const HwDevice& a, const HwDevice& b) const {
   return PathType::SYS;
 }
 
-PathType HwTopology::pathFromCpus(const HwDevice& d, const std::string& cpus) const {
-  hwloc_bitmap_t want = hwloc_bitmap_alloc(), local = hwloc_bitmap_alloc();
-  hwloc_bitmap_list_sscanf(want, cpus.c_str());
-  hwloc_bitmap_list_sscanf(local, d.cpus.c_str());
-  const bool near = cpus.empty() || d.cpus.empty() || hwloc_bitmap_intersects(want, local);
-  hwloc_bitmap_free(want);
-  hwloc_bitmap_free(local);
-  return near ? PathType::PHB : PathType::SYS;
-}
-
 float HwTopology::pathGBs(const HwDevice& a, const HwDevice& b) const {
   // PCIe 4.0 x16 where the file gives no link speed; the CPUs' interconnect as NCCL assumes for SYS.
   const float la = a.linkGBs > 0 ? a.linkGBs : 24.0f, lb = b.linkGBs > 0 ? b.linkGBs : 24.0f;
@@ -348,7 +338,6 @@ std::unique_ptr<HwTopology> HwTopology::load(const std::string&, std::string* er
 }
 void HwTopology::build() {}
 PathType HwTopology::path(const HwDevice&, const HwDevice&) const { return PathType::SYS; }
-PathType HwTopology::pathFromCpus(const HwDevice&, const std::string&) const { return PathType::SYS; }
 float HwTopology::pathGBs(const HwDevice&, const HwDevice&) const { return 0; }
 bool HwTopology::writeXml(const std::string&, std::string* error) const {
   *error = "Plexus was built without hwloc";
@@ -357,6 +346,11 @@ bool HwTopology::writeXml(const std::string&, std::string* error) const {
 std::string HwTopology::tree() const { return ""; }
 
 #endif
+
+PathType HwTopology::pathFromCpus(const HwDevice& d, const std::string& cpus) const {
+  const bool near = cpus.empty() || d.cpus.empty() || !intersectCpuLists(cpus, d.cpus).empty();
+  return near ? PathType::PHB : PathType::SYS;
+}
 
 const HwDevice* HwTopology::gpuByBusId(const std::string& busId) const {
   for (const HwDevice& d : gpus_)
