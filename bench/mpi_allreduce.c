@@ -3,7 +3,7 @@
  * a range of sizes and prints plexus-perf's (nccl-tests') out-of-place columns, with the same size
  * semantics and bus-bandwidth formulas, so the two outputs line up row by row.
  *
- *   mpirun -np 4 mpi_allreduce [-C allreduce|allgather|bcast|reduce|reduce_scatter|alltoall]
+ *   mpirun -np 4 mpi_allreduce [-C allreduce|allgather|bcast|reduce|reduce_scatter|alltoall|memprobe]
  *                              [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters] [-w warmup]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { kAllreduce, kAllgather, kBcast, kReduce, kReduceScatter, kAlltoall };
+enum { kAllreduce, kAllgather, kBcast, kReduce, kReduceScatter, kAlltoall, kMemProbe };
 
 static const struct {
   const char* name;
@@ -27,7 +27,12 @@ static const struct {
     {"reduce", "reduce", kReduce},
     {"reduce_scatter", "reducescatter", kReduceScatter},
     {"alltoall", "all_to_all", kAlltoall},
+    /* Not MPI: every rank at once reduces two arrays of the size into a third (2 reads and a write of it), the
+     * memory traffic an AllReduce of 2 ranks cannot do without. Its rate bounds a host AllReduce's busbw. */
+    {"memprobe", "memprobe", kMemProbe},
 };
+
+static float* gThird; /* memprobe's second source */
 
 static int gRank = 0;
 
@@ -35,6 +40,7 @@ static void usage(FILE* out) {
   fprintf(out,
           "USAGE: mpirun -np N mpi_allreduce [options]\n"
           "  -C <collective>   allreduce|allgather|bcast|reduce|reduce_scatter|alltoall (default allreduce;\n"
+          "                    memprobe: no MPI, each rank reduces two arrays of the size into a third at once;\n"
           "                    plexus-perf names such as all_reduce are accepted too)\n"
           "  -b <size>         smallest size, K/M/G suffixes allowed (default 32M)\n"
           "  -e <size>         largest size (default 32M)\n"
@@ -111,6 +117,9 @@ static void runOnce(int kind, float* s, float* r, size_t param) {
     case kReduce: MPI_Reduce(s, r, c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
     case kReduceScatter: MPI_Reduce_scatter_block(s, r, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
     case kAlltoall: MPI_Alltoall(s, c, MPI_FLOAT, r, c, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case kMemProbe:
+      for (size_t k = 0; k < param; ++k) r[k] = s[k] + gThird[k];
+      break;
   }
 }
 
@@ -162,7 +171,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "mpi_allreduce: out of memory\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  for (size_t k = 0; k < bufElems; ++k) sendbuf[k] = (float)(gRank + 1), recvbuf[k] = 0.0f;
+  if (kind == kMemProbe && !(gThird = malloc(bufElems * sizeof(float)))) {
+    fprintf(stderr, "mpi_allreduce: out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  for (size_t k = 0; k < bufElems; ++k) {
+    sendbuf[k] = (float)(gRank + 1), recvbuf[k] = 0.0f;
+    if (gThird) gThird[k] = 1.0f;
+  }
 
   if (gRank == 0) {
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -222,6 +238,7 @@ int main(int argc, char** argv) {
   }
   free(sendbuf);
   free(recvbuf);
+  free(gThird);
   MPI_Finalize();
   return 0;
 }

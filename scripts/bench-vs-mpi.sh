@@ -75,5 +75,17 @@ paste -d' ' <(rows "$tmp/plexus.txt") <(rows "$tmp/mpi.txt") | awk -v min="$minb
   }
   END { if (first) printf "# time at %s B: plexus %s us, open-mpi %s us\n", t0, tp, tm }'
 
+# The memory bound, in the same run: every rank reduces two arrays of the largest size into a third at once (the
+# reads and the write an AllReduce of 2 ranks cannot avoid). A host collective's busbw cannot pass its rate.
+if "${mpirun[@]}" "$mpibench" -C memprobe -b "$maxbytes" -e "$maxbytes" -n "$iters" -w "$warmup" >"$tmp/probe.txt" 2>&1; then
+  probe=$(rows "$tmp/probe.txt" | awk 'NR == 1 { print $3 }')
+  ours=$(rows "$tmp/plexus.txt" | awk 'END { print $3 }')
+  awk -v p="$probe" -v o="$ours" -v s="$maxbytes" 'BEGIN {
+    printf "# memory bound (each rank reduces two %s arrays into a third, all at once): %s GB/s; plexus busbw at %s: %s GB/s (%.0f%% of it)\n", s, p, s, o, p > 0 ? 100 * o / p : 0 }'
+else
+  echo "# memory probe failed:" >&2
+  cat "$tmp/probe.txt" >&2
+fi
+
 wrong=$(awk '/Out of bounds values/ { print $(NF-1) }' "$tmp/plexus.txt")
 [[ -z $wrong || $wrong == 0 ]] || echo "# WARNING: plexus-perf reported $wrong wrong results" >&2

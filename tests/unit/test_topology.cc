@@ -13,13 +13,42 @@ TEST_CASE("topology: ranks group into nodes by host identity, numbered by first 
   std::vector<plexusPeerInfo_v1_t> peers(5);
   uint64_t hosts[5] = {7, 9, 7, 9, 7};
   for (int r = 0; r < 5; r++) peers[r].hostHash = hosts[r];
-  Topology t = computeTopology(peers, 3);
+  Topology t = computeTopology(peers, {}, 3);
   CHECK(t.nNodes == 2);
   CHECK(t.node == 1);
   CHECK(t.localRank == 1);
   CHECK(t.nLocalRanks == 2);
   CHECK(t.rankNode == std::vector<int>{0, 1, 0, 1, 0});
   CHECK(t.rankLocalRank == std::vector<int>{0, 0, 1, 1, 2});
+}
+
+TEST_CASE("topology: the machine's cores are the union of its ranks' CPU sets") {
+  // Four ranks of one machine, each bound to a CPU of its own (as mpirun binds): four cores, not one.
+  std::vector<plexusPeerInfo_v1_t> peers(5);
+  std::vector<CpuMask> cpus(5);
+  for (int r = 0; r < 4; r++) {
+    peers[r].machineHash = 1;
+    peers[r].pidHash = 10 + r;
+    cpus[r].bits[r / 2] |= 1ull << (r % 2 ? 63 : 0);
+  }
+  peers[4].machineHash = 2;  // another machine's CPUs do not count
+  cpus[4].bits[3] = ~0ull;
+  Topology t = computeTopology(peers, cpus, 0);
+  CHECK(t.cores == 4);
+  CHECK(t.machineRanks == 4);
+  CHECK_FALSE(t.coresShared(1));
+  CHECK(t.coresShared(2));
+  // All four bound to the same CPU: one core, shared.
+  for (int r = 0; r < 4; r++) cpus[r] = CpuMask{};
+  for (int r = 0; r < 4; r++) cpus[r].bits[0] = 1;
+  t = computeTopology(peers, cpus, 2);
+  CHECK(t.cores == 1);
+  CHECK(t.coresShared(1));
+  // This process's own set is in the mask it sends.
+  CpuMask mine = localCpuMask();
+  int count = 0;
+  for (uint64_t w : mine.bits) count += __builtin_popcountll(w);
+  CHECK(count >= 1);
 }
 
 TEST_CASE("topology: NCCL_HOSTID gives a process another host identity") {

@@ -163,10 +163,23 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   NCCLCHECK(Bootstrap::init(ids.data(), (int)ids.size(), comm->rank, comm->nRanks, &comm->abortFlag,
                             &comm->bootstrap));
   comm->commHash = hashBytes(&ids[0], sizeof(ids[0]));
-  comm->peerInfo.assign(comm->nRanks, plexusPeerInfo_v1_t{});
-  comm->peerInfo[comm->rank] = localPeerInfo(comm->rank, comm->device, comm->backend);
-  NCCLCHECK(comm->bootstrap->allGather(comm->peerInfo.data(), sizeof(plexusPeerInfo_v1_t)));
-  comm->topo = computeTopology(comm->peerInfo, comm->rank);
+  {
+    // What transports see of a peer, and (for the core alone) the CPUs it may run on: one exchange.
+    struct Hello {
+      plexusPeerInfo_v1_t info;
+      CpuMask cpus;
+    };
+    std::vector<Hello> hellos(comm->nRanks);
+    hellos[comm->rank] = Hello{localPeerInfo(comm->rank, comm->device, comm->backend), localCpuMask()};
+    NCCLCHECK(comm->bootstrap->allGather(hellos.data(), sizeof(Hello)));
+    std::vector<CpuMask> cpus(comm->nRanks);
+    comm->peerInfo.resize(comm->nRanks);
+    for (int r = 0; r < comm->nRanks; r++) {
+      comm->peerInfo[r] = hellos[r].info;
+      cpus[r] = hellos[r].cpus;
+    }
+    comm->topo = computeTopology(comm->peerInfo, cpus, comm->rank);
+  }
   comm->topo.deviceChannels = comm->backend == plexusBackendCuda;
   HwTopology::process();  // the machine's, once per process (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE, logged under GRAPH)
 

@@ -74,23 +74,12 @@ class HostRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t launch(cudaStream_t stream, const KernelLaunch& k) override {
-    // The arguments are the caller's until launch returns, as with cuLaunchKernel: the stream keeps a copy, in a
-    // reused buffer (a launch allocates nothing once the pool holds the launches in flight). Sized to what launches
-    // use (a few hundred bytes), not to the 4 KiB a parameter may take: a thousand launches queued at once would
-    // otherwise touch 4 MiB of new pages.
-    Launch* l = takeLaunch();
-    l->kernel = static_cast<const HostKernel*>(k.function);
-    l->grid = k.grid;
-    l->args.assign((const char*)k.args, (const char*)k.args + k.argsBytes);
-    // The event's record rides on the kernel's operation: one operation per launch, not two.
-    l->event = static_cast<HostEvent*>(k.recordAfter);
-    if (l->event) l->eventGen = l->event->recorded.fetch_add(1, std::memory_order_relaxed) + 1;
-    asHostStream(stream)->enqueue([this, l] {  // two pointers: std::function keeps them without allocating
-      const ncclResult_t r = l->kernel->run(l->kernel->self, l->args.data(), l->args.size(), l->grid);
-      if (l->event) l->event->complete(l->eventGen);
-      giveLaunch(l);
-      return r;
-    });
+    // The arguments are the caller's until launch returns, as with cuLaunchKernel: the stream copies them into the
+    // operation's slot (a buffer reused from launch to launch, sized to what launches use: a few hundred bytes, not
+    // the 4 KiB a parameter may take). The event's record rides on the kernel's operation: one operation, not two.
+    Launch l{static_cast<const HostKernel*>(k.function), k.grid, static_cast<HostEvent*>(k.recordAfter), 0, k.argsBytes};
+    if (l.event) l.eventGen = l.event->recorded.fetch_add(1, std::memory_order_relaxed) + 1;
+    asHostStream(stream)->enqueue(&runLaunch, nullptr, &l, sizeof l, k.args, k.argsBytes);
     return ncclSuccess;
   }
   ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) override {
@@ -145,10 +134,6 @@ class HostRuntime final : public DeviceRuntime {
   }
   ncclResult_t exportDmabuf(const DeviceMem&, int*, uint64_t*) override { return ncclInvalidUsage; }
   std::string lastError() override { return ""; }
-  ~HostRuntime() override {
-    delete spare_.load();
-    for (Launch* l : launches_) delete l;
-  }
 
  private:
   struct HostEvent {
@@ -160,46 +145,36 @@ class HostRuntime final : public DeviceRuntime {
       }
     }
   };
-  struct Launch {
+  struct alignas(16) Launch {  // the arguments follow it, aligned as a malloc'd parameter would be
     const HostKernel* kernel;
     unsigned grid;
     HostEvent* event;
     uint64_t eventGen;
-    std::vector<char> args;
+    size_t argsBytes;
   };
-  // One spare buffer serves the usual case (a launch runs before the next is made) with one atomic exchange; launches
-  // in flight beyond it wait in a locked pool.
-  Launch* takeLaunch() {
-    if (Launch* l = spare_.exchange(nullptr, std::memory_order_acquire)) return l;
-    std::lock_guard<std::mutex> lock(launchMu_);
-    if (launches_.empty()) return new Launch;
-    Launch* l = launches_.back();
-    launches_.pop_back();
-    return l;
+  static ncclResult_t runLaunch(void*, const char* bytes) {
+    Launch l;
+    memcpy(&l, bytes, sizeof l);
+    const ncclResult_t r = l.kernel->run(l.kernel->self, bytes + sizeof l, l.argsBytes, l.grid);
+    if (l.event) l.event->complete(l.eventGen);
+    return r;
   }
-  void giveLaunch(Launch* l) {
-    Launch* none = nullptr;
-    if (spare_.compare_exchange_strong(none, l, std::memory_order_release)) return;
-    std::lock_guard<std::mutex> lock(launchMu_);
-    launches_.push_back(l);
-  }
-  std::atomic<Launch*> spare_{nullptr};
-  std::mutex launchMu_;
-  std::vector<Launch*> launches_;
 };
 
-std::once_flag cudaOnce;
 DeviceRuntime* cudaRt = nullptr;
 std::string cudaError;
 std::atomic<DeviceRuntime*> cudaLoaded{nullptr};
 
 ncclResult_t cudaRuntime(DeviceRuntime** out) {
-  std::call_once(cudaOnce, [] {
-    if (cudaRuntimeCreate(&cudaRt, &cudaError) != ncclSuccess) cudaRt = nullptr;
-    else cudaLoaded.store(cudaRt, std::memory_order_release);
-  });
+  // A function-local static, not std::call_once: every collective's pointer check comes here, and
+  // call_once costs thread-local accesses and a call each time.
+  static const bool loaded = [] {
+    if (cudaRuntimeCreate(&cudaRt, &cudaError) != ncclSuccess) return (cudaRt = nullptr, false);
+    cudaLoaded.store(cudaRt, std::memory_order_release);
+    return true;
+  }();
   *out = cudaRt;
-  return cudaRt ? ncclSuccess : ncclSystemError;
+  return loaded ? ncclSuccess : ncclSystemError;
 }
 
 }  // namespace

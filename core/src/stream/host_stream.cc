@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,7 +42,7 @@ void HostStream::wakeWorker() {
   workCv_.notify_one();
 }
 
-void HostStream::enqueue(Op op) {
+uint64_t HostStream::claim() {
   const uint64_t ticket = tail_.fetch_add(1);
   // A full ring: this thread has nothing better to do than run the oldest operations itself.
   if (ticket - head_.load(std::memory_order_acquire) >= kSlots) {
@@ -50,10 +51,32 @@ void HostStream::enqueue(Op op) {
       if (!tryRun(false)) dev::backoff(iter < 8192 ? iter : 8192);
     syncing_--;
   }
+  return ticket;
+}
+
+void HostStream::publish(uint64_t ticket) {
+  slots_[ticket % kSlots].seq.store(ticket + 1);  // seq_cst: ordered before the check of workerAsleep_ below
+  if (workerAsleep_.load()) wakeWorker();
+}
+
+void HostStream::enqueue(Op op) {
+  const uint64_t ticket = claim();
   Slot& slot = slots_[ticket % kSlots];
   slot.op = std::move(op);
-  slot.seq.store(ticket + 1);  // seq_cst: ordered before the check of workerAsleep_ below
-  if (workerAsleep_.load()) wakeWorker();
+  slot.fn = nullptr;
+  publish(ticket);
+}
+
+void HostStream::enqueue(DataFn fn, void* ctx, const void* head, size_t headBytes, const void* body,
+                         size_t bodyBytes) {
+  const uint64_t ticket = claim();
+  Slot& slot = slots_[ticket % kSlots];
+  slot.fn = fn;
+  slot.ctx = ctx;
+  slot.bytes.resize(headBytes + bodyBytes);
+  if (headBytes) memcpy(slot.bytes.data(), head, headBytes);
+  if (bodyBytes) memcpy(slot.bytes.data() + headBytes, body, bodyBytes);
+  publish(ticket);
 }
 
 bool HostStream::tryRun(bool isWorker) {
@@ -63,9 +86,14 @@ bool HostStream::tryRun(bool isWorker) {
     // is awake anyway, and the two would otherwise take turns on a core.
     if (isWorker && syncing_.load()) break;
     Slot& slot = slots_[h % kSlots];
-    Op op = std::move(slot.op);
-    slot.op = nullptr;
-    ncclResult_t r = op();
+    ncclResult_t r;
+    if (slot.fn) {
+      r = slot.fn(slot.ctx, slot.bytes.data());  // the slot is not reused before head_ passes it
+    } else {
+      Op op = std::move(slot.op);
+      slot.op = nullptr;
+      r = op();
+    }
     if (r != ncclSuccess) {
       int expected = ncclSuccess;
       error_.compare_exchange_strong(expected, r);
@@ -97,7 +125,9 @@ void HostStream::workerLoop() {
   microseconds period = launchDelay_;
   int quiet = 0;
   // An operation still first in the queue at two checks a launch delay apart was left unclaimed.
-  uint64_t frontSeen = UINT64_MAX;
+  uint64_t frontSeen = UINT64_MAX, tailSeen = UINT64_MAX;
+  microseconds unclaimed(0);  // how long frontSeen has been first in the queue
+  microseconds check = launchDelay_;  // the wait before the last look at the front
   while (!stop_) {
     const uint64_t front = head_.load();
     if (!published(front)) {
@@ -127,11 +157,21 @@ void HostStream::workerLoop() {
       continue;
     }
     // Leave each operation to a synchronizing thread for a launch delay: it is awake and warm, and
-    // the two would otherwise compete for a core.
-    if (front != frontSeen || !tryRun(true)) {
+    // the two would otherwise compete for a core. So is a thread still enqueuing: it synchronizes
+    // next, or runs the queue itself once the ring is full. While it enqueues, the checks come at
+    // doubling intervals: each is a context switch where the process has one core (mpirun binds each
+    // rank to one). For maxPeriod at most, so that a slow producer that never synchronizes still sees
+    // its operations progress.
+    const uint64_t tail = tail_.load();
+    const bool sameFront = front == frontSeen;
+    unclaimed = sameFront ? unclaimed + check : microseconds(0);
+    const bool producing = tail != tailSeen && unclaimed < maxPeriod;
+    if (!sameFront || producing || !tryRun(true)) {
+      check = sameFront && producing ? std::min(check * 2, maxPeriod - unclaimed) : launchDelay_;
       frontSeen = front;
+      tailSeen = tail;
       std::unique_lock<std::mutex> lock(mu_);
-      workCv_.wait_for(lock, launchDelay_, [this] { return stop_.load(); });
+      workCv_.wait_for(lock, check, [this] { return stop_.load(); });
       continue;
     }
     // Work was left unclaimed: check back promptly.

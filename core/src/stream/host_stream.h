@@ -21,6 +21,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace plexus {
 
@@ -33,6 +34,11 @@ class HostStream {
   HostStream& operator=(const HostStream&) = delete;
 
   void enqueue(Op op);
+  // An operation with bytes of its own: head and body are copied into the operation's slot, which keeps
+  // them until fn(ctx, bytes) has returned; the slot's buffer is reused, so a launch allocates nothing
+  // and takes no lock once the ring's buffers have grown to the launches' size.
+  using DataFn = ncclResult_t (*)(void* ctx, const char* bytes);
+  void enqueue(DataFn fn, void* ctx, const void* head, size_t headBytes, const void* body, size_t bodyBytes);
   ncclResult_t synchronize();  // returns the first error of the operations since the last synchronize
   bool idle() const;
   // Runs what is queued on the calling thread unless another thread is running it: for a thread that
@@ -48,7 +54,12 @@ class HostStream {
   struct Slot {
     std::atomic<uint64_t> seq{0};
     Op op;
+    DataFn fn = nullptr;  // instead of op
+    void* ctx = nullptr;
+    std::vector<char> bytes;
   };
+  uint64_t claim();  // takes a ticket and waits for its slot to be free (several threads may enqueue)
+  void publish(uint64_t ticket);
 
   void workerLoop();
   // Runs published operations unless another thread is (false then). The worker stops early when a

@@ -58,7 +58,18 @@ plexusPeerInfo_v1_t localPeerInfo(int rank, int device, int backend) {
   return info;
 }
 
-Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank) {
+CpuMask localCpuMask() {
+  CpuMask m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return m;  // empty: the machine's count stands in
+  static_assert(sizeof(m.bits) * 8 >= CPU_SETSIZE, "CpuMask holds a cpu_set_t");
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) m.bits[c / 64] |= 1ull << (c % 64);
+  return m;
+}
+
+Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, const std::vector<CpuMask>& cpus, int rank) {
   Topology t;
   const int n = (int)peers.size();
   t.rankNode.assign(n, -1);
@@ -81,18 +92,21 @@ Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank
   t.node = t.rankNode[rank];
   t.localRank = t.rankLocalRank[rank];
   t.nLocalRanks = nodeCount[t.node];
-  // The CPUs this process may run on (its affinity, which cgroup cpusets narrow too), not the machine's count.
-  cpu_set_t set;
-  t.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set))
-                                                         : (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   t.machineRanks = 0;
   std::vector<uint64_t> procs;
-  for (const plexusPeerInfo_v1_t& p : peers) {
+  CpuMask machine;
+  for (int r = 0; r < n; r++) {
+    const plexusPeerInfo_v1_t& p = peers[r];
     if (p.machineHash != peers[rank].machineHash) continue;
     t.machineRanks++;
+    if (r < (int)cpus.size())
+      for (int w = 0; w < 16; w++) machine.bits[w] |= cpus[r].bits[w];
     if (std::find(procs.begin(), procs.end(), p.pidHash) == procs.end()) procs.push_back(p.pidHash);
   }
   t.machineProcs = (int)procs.size();
+  int count = 0;
+  for (uint64_t w : machine.bits) count += __builtin_popcountll(w);
+  t.cores = count > 0 ? count : (int)std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   return t;
 }
 

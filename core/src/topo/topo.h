@@ -29,7 +29,10 @@ struct Topology {
   int nLocalRanks = 0;
   std::vector<int> rankNode;   // node index per rank, nodes numbered by their lowest rank
   std::vector<int> rankLocalRank;
-  int cores = 1;               // online CPUs of this node
+  // CPUs the machine's ranks may run on: the union of their affinity sets (cgroup cpusets narrow them too).
+  // Not one process's own set: a launcher that binds each rank to a core (mpirun does) leaves each a
+  // single CPU, yet the ranks do not share one.
+  int cores = 1;
   // Who else runs on this machine: more than the node's ranks where NCCL_HOSTID splits a machine into
   // nodes, and they all share its cores.
   int machineRanks = 1;
@@ -56,7 +59,12 @@ LinkPerf localLinkPerf(const Topology& t, int nChannels);
 // The network between nodes (the socket net over TCP until the net transport measures its plugin).
 LinkPerf netLinkPerf();
 
-Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, int rank);
+// The CPUs a rank may run on, as exchanged at init (CPU_SETSIZE bits).
+struct CpuMask {
+  uint64_t bits[16] = {};
+};
+CpuMask localCpuMask();
+Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, const std::vector<CpuMask>& cpus, int rank);
 
 // Channels to set up: NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it; by default as many as the
 // node's cores can run at once for its ranks (a host channel is a thread), at most 4; on the CUDA backend 16 (a
