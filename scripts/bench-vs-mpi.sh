@@ -81,7 +81,7 @@ if "${mpirun[@]}" "$mpibench" -C memprobe -b "$maxbytes" -e "$maxbytes" -n "$ite
   probe=$(rows "$tmp/probe.txt" | awk 'NR == 1 { print $3 }')
   ours=$(rows "$tmp/plexus.txt" | awk 'END { print $3 }')
   awk -v p="$probe" -v o="$ours" -v s="$maxbytes" 'BEGIN {
-    printf "# memory bound (each rank reduces two %s arrays into a third, all at once): %s GB/s; plexus busbw at %s: %s GB/s (%.0f%% of it)\n", s, p, s, o, p > 0 ? 100 * o / p : 0 }'
+    printf "# memory bound (each rank reduces two %s arrays into a third, all at once): %s GB/s; plexus busbw at %s: %s GB/s (%.0f%% of it)\n", s, p, s, o, (p > 0 ? 100 * o / p : 0) }'
 else
   echo "# memory probe failed:" >&2
   cat "$tmp/probe.txt" >&2

@@ -8,6 +8,9 @@
 
 #include "direct_collectives.h"
 
+// Compiled in the units plexus_add_algo_plugin writes, one per group of datatypes.
+PLEXUS_ALGO_HOST_EXTERN(plexus::direct::Runner)
+
 namespace {
 
 // Every communicator passes the same function; kept where runHost (which needs no context) finds it.

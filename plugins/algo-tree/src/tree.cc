@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "tree_collectives.h"
+
+// Compiled in the units plexus_add_algo_plugin writes, one per group of datatypes.
+PLEXUS_ALGO_HOST_EXTERN(plexus::tree::Runner)
 #include "tree_graph.h"
 
 namespace {

@@ -95,6 +95,44 @@ struct AlgoCopyRunner {
 };
 #undef PLEXUS_ALGO_RUNNER_FIELDS
 
+#if !defined(__CUDACC__)
+/* The host backend's instances of an AlgoRunner (every datatype x operator, what dispatchTypeOp picks from) in
+ * translation units that compile in parallel: the host entry declares them all extern
+ * (PLEXUS_ALGO_HOST_EXTERN(Runner)), and each group's unit defines its own (PLEXUS_ALGO_HOST_GROUP_<group>(, Runner)
+ * for ints, int64s, minifloats, float and double; CMake's plexus_add_algo_plugin writes those units). One unit of every
+ * instance took over a minute and a gigabyte to compile. */
+#define PLEXUS_ALGO_HOST_OPS(X, R, T)                                        \
+  X template void R::operator()<T, ::plexus::dev::FuncSum<T>>();           \
+  X template void R::operator()<T, ::plexus::dev::FuncProd<T>>();          \
+  X template void R::operator()<T, ::plexus::dev::FuncMax<T>>();           \
+  X template void R::operator()<T, ::plexus::dev::FuncMin<T>>();           \
+  X template void R::operator()<T, ::plexus::dev::FuncPreMulSum<T>>();
+#define PLEXUS_ALGO_HOST_OPS_DIV(X, R, T) \
+  PLEXUS_ALGO_HOST_OPS(X, R, T)           \
+  X template void R::operator()<T, ::plexus::dev::FuncSumPostDiv<T>>();
+#define PLEXUS_ALGO_HOST_GROUP_ints(X, R)            \
+  PLEXUS_ALGO_HOST_OPS_DIV(X, R, int8_t)             \
+  PLEXUS_ALGO_HOST_OPS_DIV(X, R, uint8_t)            \
+  PLEXUS_ALGO_HOST_OPS_DIV(X, R, int32_t)            \
+  PLEXUS_ALGO_HOST_OPS_DIV(X, R, uint32_t)
+#define PLEXUS_ALGO_HOST_GROUP_int64s(X, R)          \
+  PLEXUS_ALGO_HOST_OPS_DIV(X, R, int64_t)            \
+  PLEXUS_ALGO_HOST_OPS_DIV(X, R, uint64_t)
+#define PLEXUS_ALGO_HOST_GROUP_minifloats(X, R)      \
+  PLEXUS_ALGO_HOST_OPS(X, R, ::plexus::dev::half_t)  \
+  PLEXUS_ALGO_HOST_OPS(X, R, ::plexus::dev::bf16_t)  \
+  PLEXUS_ALGO_HOST_OPS(X, R, ::plexus::dev::fp8e4m3_t) \
+  PLEXUS_ALGO_HOST_OPS(X, R, ::plexus::dev::fp8e5m2_t)
+#define PLEXUS_ALGO_HOST_GROUP_float(X, R) PLEXUS_ALGO_HOST_OPS_DIV(X, R, float)
+#define PLEXUS_ALGO_HOST_GROUP_double(X, R) PLEXUS_ALGO_HOST_OPS_DIV(X, R, double)
+#define PLEXUS_ALGO_HOST_EXTERN(R)              \
+  PLEXUS_ALGO_HOST_GROUP_ints(extern, R)        \
+  PLEXUS_ALGO_HOST_GROUP_int64s(extern, R)      \
+  PLEXUS_ALGO_HOST_GROUP_minifloats(extern, R)  \
+  PLEXUS_ALGO_HOST_GROUP_float(extern, R)       \
+  PLEXUS_ALGO_HOST_GROUP_double(extern, R)
+#endif
+
 /* A plugin's step loops as one kernel: Runner is an aggregate {comm, channel, work, tid, nthreads, known} whose
  * templated operator()<T, F>() runs one work's step loop (known = false when the instance does not serve its
  * func). Works of the launch run in order on the channel until one stops it (abort, timeout). */
