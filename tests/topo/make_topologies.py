@@ -8,6 +8,8 @@ NCCL_TOPO_DUMP_FILE write), beside this script:
                         them), NIC mlx5_0 behind socket 0's second host bridge (PHB from both GPUs); NIC mlx5_1
                         on socket 1 (SYS); a plain Ethernet NIC eth2 on socket 1.
   host-2numa-2nic.xml   no GPU: 2 sockets, one NIC each (host-backend choices by CPU set).
+  host-2numa-interleaved.xml  no GPU, no NIC: 2 sockets whose CPUs interleave (even ones on socket 0, odd on 1),
+                        so that this machine's CPUs 0 and 1 sit on different NUMA nodes (ring orders by place).
 
 Run it to regenerate them: python3 tests/topo/make_topologies.py
 """
@@ -85,8 +87,9 @@ def eth_nic(x, depth, bus, name, link=GEN4):
     pcidev(x, depth, f"0000:{bus:02x}:00.0", "0200", "8086", "1593", link, [(name, 2)])
 
 
-def machine(x, packages, cores_per_package, io):
-    """io(x, package, depth): writes the package's I/O (host bridges) at that depth."""
+def machine(x, packages, cores_per_package, io, interleaved=False):
+    """io(x, package, depth): writes the package's I/O (host bridges) at that depth. interleaved: CPU c is on
+    package c % packages (as some two-socket machines number them) instead of in blocks."""
     all_cpus = list(range(packages * cores_per_package))
     nodes = list(range(packages))
     x.lines += ['<?xml version="1.0" encoding="UTF-8"?>', '<!DOCTYPE topology SYSTEM "hwloc2.dtd">',
@@ -95,7 +98,8 @@ def machine(x, packages, cores_per_package, io):
     x.open(1, f'type="Machine" os_index="0" cpuset="{cs}" complete_cpuset="{cs}" allowed_cpuset="{cs}" '
               f'nodeset="{ns}" complete_nodeset="{ns}" allowed_nodeset="{ns}"')
     for p in range(packages):
-        cpus = list(range(p * cores_per_package, (p + 1) * cores_per_package))
+        cpus = (list(range(p, packages * cores_per_package, packages)) if interleaved else
+                list(range(p * cores_per_package, (p + 1) * cores_per_package)))
         x.open(2, f'type="Package" os_index="{p}" ' + sets(cpus, [p]))
         x.leaf(3, f'type="NUMANode" os_index="{p}" ' + sets(cpus, [p]) + ' local_memory="274877906944"')
         for c in cpus:
@@ -180,8 +184,14 @@ def host_2numa_2nic():
     return x
 
 
+def host_2numa_interleaved():
+    x = Xml()
+    machine(x, 2, 4, lambda x, p, d: None, interleaved=True)
+    return x
+
+
 for name, make in (("server-8gpu-4nic.xml", server_8gpu_4nic), ("server-mixed.xml", server_mixed),
-                   ("host-2numa-2nic.xml", host_2numa_2nic)):
+                   ("host-2numa-2nic.xml", host_2numa_2nic), ("host-2numa-interleaved.xml", host_2numa_interleaved)):
     with open(os.path.join(HERE, name), "w") as f:
         f.write("\n".join(make().lines) + "\n")
     print("wrote", name)

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -253,4 +254,37 @@ TEST_CASE("hw topology: a CUDA rank's threads run on its GPU's CPUs within the j
   CHECK(bindingCpus(&g5, "0-7", false) == "0-7");            // none near it: the job's stay
   CHECK(bindingCpus(&g5, "0-7", true) == "16-31");           // NCCL_IGNORE_CPU_AFFINITY=1
   CHECK(bindingCpus(nullptr, "0-7", false) == "0-7");        // no GPU known
+}
+
+TEST_CASE("hw topology: places order ranks so that a ring's hops stay in a switch, a host bridge, a socket") {
+  NEEDS_HWLOC();
+  auto t = loadTopo("server-8gpu-4nic.xml");
+  REQUIRE(t->gpus().size() == 8);
+  auto place = [&](int g) { return t->place(t->gpus()[g]); };
+  auto field = [](uint64_t p, int k) { return (int)(p >> (16 * k) & 0xffff); };  // 3 package .. 0 switch
+  // The layout (make_topologies.py): GPUs 2k and 2k+1 share switch k; switches 0 and 1 hang off two host bridges
+  // of socket 0, switches 2 and 3 off socket 1's.
+  for (int g = 0; g < 8; g++)
+    for (int k = 0; k < 4; k++) CHECK_MESSAGE(field(place(g), k) != 0, "GPU " << g << " field " << k);
+  CHECK(place(0) == place(1));
+  CHECK(place(6) == place(7));
+  CHECK(place(0) != place(2));
+  CHECK(field(place(0), 3) == field(place(2), 3));  // one package
+  CHECK(field(place(0), 2) == field(place(2), 2));  // one NUMA node
+  CHECK(field(place(0), 1) != field(place(2), 1));  // two host bridges
+  CHECK(field(place(0), 3) != field(place(4), 3));  // two packages
+  // Ranks on GPUs 0, 4, 1, 5, 2, 6, 3, 7 (rank r on GPU gpuOf[r]) in order of place: each switch's pair adjacent,
+  // each socket's four adjacent.
+  const int gpuOf[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  std::vector<int> order = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return place(gpuOf[a]) < place(gpuOf[b]); });
+  std::vector<int> gpus;
+  for (int r : order) gpus.push_back(gpuOf[r]);
+  CHECK(gpus == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  // Without a GPU, from CPUs: the package and NUMA node of the first CPU.
+  auto h = loadTopo("host-2numa-interleaved.xml");
+  CHECK(h->placeOfCpus("0") == h->placeOfCpus("2,4"));
+  CHECK(h->placeOfCpus("0") < h->placeOfCpus("1"));
+  CHECK(field(h->placeOfCpus("1"), 0) == 0);  // no switch
+  CHECK(h->placeOfCpus("not a list") == 0);
 }

@@ -34,6 +34,20 @@ namespace plexus {
 
 namespace {
 
+// Where this rank sits (HwTopology::place): from its GPU on the CUDA backend, else from its CPUs; 0 where the machine's
+// topology is unknown. Loads the process's topology (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE, logged under GRAPH).
+uint64_t placeOf(ncclComm* comm, const CpuMask& cpus) {
+  const HwTopology* hw = HwTopology::process();
+  if (!hw) return 0;
+  if (comm->backend == plexusBackendCuda) {
+    const HwDevice* gpu = hw->gpuByBusId(cudaBusId(comm->device));
+    return gpu ? hw->place(*gpu) : 0;
+  }
+  std::vector<bool> set(sizeof(cpus.bits) * 8);
+  for (size_t c = 0; c < set.size(); c++) set[c] = cpus.bits[c / 64] >> (c % 64) & 1;
+  return hw->placeOfCpus(cpuListText(set));
+}
+
 ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
   std::vector<std::string> names = configAlgorithms(*comm->config);
@@ -57,6 +71,9 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
       return setError(comm, ncclInternalError, "algorithm plugin '%s' (%s): init failed on rank %d", p->name.c_str(),
                       p->path.c_str(), comm->rank);
     comm->algos.push_back(inst);
+    if (p->api->setPlaces(inst.ctx, comm->topo.rankPlace.data()) != ncclSuccess)
+      return setError(comm, ncclInternalError, "algorithm plugin '%s' (%s): setPlaces failed on rank %d",
+                      p->name.c_str(), p->path.c_str(), comm->rank);
     plexusAlgoGraph_v1_t graph{};
     graph.nChannels = comm->channels.count;
     for (int c = 0; c < graph.nChannels; c++) {
@@ -74,6 +91,16 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
     if ((graph.connectMask & PLEXUS_ALGO_CONNECT_RING) && !haveRing) {
       haveRing = true;  // the first ring-building algorithm defines the channels' rings
       NCCLCHECK(channelsSetRings(&comm->channels, comm->rank, comm->nRanks, graph));
+      if (comm->rank == 0) {
+        std::string ring, places;
+        for (int r : orders[0]) ring += " " + std::to_string(r);
+        char one[40];
+        for (int r = 0; r < comm->nRanks && r < 64; r++) {
+          snprintf(one, sizeof one, " %d:%llx", r, (unsigned long long)comm->topo.rankPlace[r]);
+          places += one;
+        }
+        INFO(NCCL_GRAPH, "ring of '%s', channel 0:%s (rank:place%s)", p->name.c_str(), ring.c_str(), places.c_str());
+      }
       for (int c = 0; c < comm->channels.count; c++) {
         want(c, comm->channels.dev[c].ring.prev, false);
         want(c, comm->channels.dev[c].ring.next, true);
@@ -164,13 +191,15 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
                             &comm->bootstrap));
   comm->commHash = hashBytes(&ids[0], sizeof(ids[0]));
   {
-    // What transports see of a peer, and (for the core alone) the CPUs it may run on: one exchange.
+    // What transports see of a peer and, for the core alone, the CPUs it may run on and where it sits: one exchange.
     struct Hello {
       plexusPeerInfo_v1_t info;
       CpuMask cpus;
+      uint64_t place;
     };
     std::vector<Hello> hellos(comm->nRanks);
-    hellos[comm->rank] = Hello{localPeerInfo(comm->rank, comm->device, comm->backend), localCpuMask()};
+    const CpuMask mine = localCpuMask();
+    hellos[comm->rank] = Hello{localPeerInfo(comm->rank, comm->device, comm->backend), mine, placeOf(comm, mine)};
     NCCLCHECK(comm->bootstrap->allGather(hellos.data(), sizeof(Hello)));
     std::vector<CpuMask> cpus(comm->nRanks);
     comm->peerInfo.resize(comm->nRanks);
@@ -179,9 +208,10 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
       cpus[r] = hellos[r].cpus;
     }
     comm->topo = computeTopology(comm->peerInfo, cpus, comm->rank);
+    comm->topo.rankPlace.resize(comm->nRanks);
+    for (int r = 0; r < comm->nRanks; r++) comm->topo.rankPlace[r] = hellos[r].place;
   }
   comm->topo.deviceChannels = comm->backend == plexusBackendCuda;
-  HwTopology::process();  // the machine's, once per process (NCCL_TOPO_FILE, NCCL_TOPO_DUMP_FILE, logged under GRAPH)
 
   comm->buffSize = (size_t)envInt("BUFFSIZE", 4 << 20);
   if (comm->buffSize < 4096 * PLEXUS_STEPS || comm->buffSize > (1u << 30))

@@ -26,6 +26,8 @@ class AlgoApi {
   virtual bool hasCudaKernels() const = 0;
   virtual ncclResult_t getCudaKernel(void* ctx, const plexusDevWork_v1_t* work, void** function) const = 0;
   virtual ncclResult_t finalize(void* ctx) const = 0;
+  // Where each rank sits (plexusAlgo_v2_t.setPlaces); nothing for a plugin without it.
+  virtual ncclResult_t setPlaces(void*, const uint64_t*) const { return ncclSuccess; }
 };
 
 // Adapters over the table a plugin's plexusAlgoPlugin_vN symbol points at: nullptr, with *why set, when the table

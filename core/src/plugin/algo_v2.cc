@@ -1,6 +1,8 @@
 // plexusAlgoPlugin_v2: the current ABI, called as it is.
 #include "plugin/algo.h"
 
+#include <cstddef>
+
 namespace plexus {
 
 namespace {
@@ -23,6 +25,10 @@ class AlgoV2 final : public AlgoApi {
     return t_->getCudaKernel ? t_->getCudaKernel(ctx, work, function) : ncclInvalidUsage;
   }
   ncclResult_t finalize(void* ctx) const override { return t_->finalize(ctx); }
+  ncclResult_t setPlaces(void* ctx, const uint64_t* place) const override {
+    const bool has = t_->structSize >= offsetof(plexusAlgo_v2_t, setPlaces) + sizeof(t_->setPlaces) && t_->setPlaces;
+    return has ? t_->setPlaces(ctx, place) : ncclSuccess;
+  }
 
  private:
   const plexusAlgo_v2_t* t_;
@@ -33,14 +39,14 @@ class AlgoV2 final : public AlgoApi {
 std::unique_ptr<const AlgoApi> algoAdapt_v2(const void* table, std::string* why) {
   auto* t = (const plexusAlgo_v2_t*)table;
   if (t->abiVersion != PLEXUS_ALGO_ABI_VERSION) *why = "ABI version mismatch";
-  else if (t->structSize < sizeof(plexusAlgo_v2_t)) *why = "function table smaller than ABI v2's";
+  else if (t->structSize < PLEXUS_ALGO_V2_BASE_SIZE) *why = "function table smaller than ABI v2's";
   else if (!t->name || !t->name[0]) *why = "no name";
   else if (!t->init || !t->buildGraph || !t->cost || !t->runHost || !t->finalize)
     *why = "a required member (init, buildGraph, cost, runHost, finalize) is NULL";
   else return std::make_unique<AlgoV2>(t);
   *why += " (plugin ABI " + std::to_string(t->abiVersion) + ", size " + std::to_string(t->structSize) +
           "; this Plexus expects ABI " + std::to_string(PLEXUS_ALGO_ABI_VERSION) + ", size " +
-          std::to_string(sizeof(plexusAlgo_v2_t)) + ")";
+          std::to_string(PLEXUS_ALGO_V2_BASE_SIZE) + " or more)";
   return nullptr;
 }
 

@@ -267,6 +267,52 @@ PathType HwTopology::path(const HwDevice& a, const HwDevice& b) const {
   return PathType::SYS;
 }
 
+namespace {
+uint64_t placeCode(int package, int numa, int hostBridge, int pciSwitch) {
+  auto field = [](int index) { return (uint64_t)(index < 0 || index >= 0xffff ? 0 : index + 1); };
+  return field(package) << 48 | field(numa) << 32 | field(hostBridge) << 16 | field(pciSwitch);
+}
+int packageIndex(hwloc_topology_t t, hwloc_const_cpuset_t cpus) {
+  if (!cpus || hwloc_bitmap_iszero(cpus)) return -1;
+  hwloc_obj_t pu = hwloc_get_pu_obj_by_os_index(t, (unsigned)hwloc_bitmap_first(cpus));
+  hwloc_obj_t pkg = pu ? hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, pu) : nullptr;
+  return pkg ? (int)pkg->logical_index : -1;
+}
+int numaIndex(hwloc_topology_t t, hwloc_const_cpuset_t cpus) {
+  if (!cpus || hwloc_bitmap_iszero(cpus)) return -1;
+  const int first = hwloc_bitmap_first(cpus);
+  for (hwloc_obj_t n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, nullptr); n;
+       n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n))
+    if (n->cpuset && hwloc_bitmap_isset(n->cpuset, (unsigned)first)) return (int)n->logical_index;
+  return -1;
+}
+}  // namespace
+
+uint64_t HwTopology::place(const HwDevice& gpu) const {
+  hwloc_topology_t t = impl_->topo;
+  auto* o = (hwloc_obj_t)gpu.obj;
+  // The host bridge above the device, and the bridge right below it on the way: the top of its switch tree.
+  hwloc_obj_t hostBridge = nullptr, top = nullptr;
+  for (hwloc_obj_t p = o->parent, below = nullptr; p; below = isBridge(p) ? p : below, p = p->parent)
+    if (isHostBridge(p)) {
+      hostBridge = p;
+      top = below;
+      break;
+    }
+  hwloc_obj_t cpuSide = hwloc_get_non_io_ancestor_obj(t, o);
+  return placeCode(cpuSide ? packageIndex(t, cpuSide->cpuset) : -1, cpuSide ? numaIndex(t, cpuSide->cpuset) : -1,
+                   hostBridge ? (int)hostBridge->logical_index : -1, top ? (int)top->logical_index : -1);
+}
+
+uint64_t HwTopology::placeOfCpus(const std::string& cpus) const {
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  uint64_t code = 0;
+  if (hwloc_bitmap_list_sscanf(set, cpus.c_str()) == 0)
+    code = placeCode(packageIndex(impl_->topo, set), numaIndex(impl_->topo, set), -1, -1);
+  hwloc_bitmap_free(set);
+  return code;
+}
+
 float HwTopology::pathGBs(const HwDevice& a, const HwDevice& b) const {
   // PCIe 4.0 x16 where the file gives no link speed; the CPUs' interconnect as NCCL assumes for SYS.
   const float la = a.linkGBs > 0 ? a.linkGBs : 24.0f, lb = b.linkGBs > 0 ? b.linkGBs : 24.0f;
@@ -338,6 +384,8 @@ std::unique_ptr<HwTopology> HwTopology::load(const std::string&, std::string* er
 }
 void HwTopology::build() {}
 PathType HwTopology::path(const HwDevice&, const HwDevice&) const { return PathType::SYS; }
+uint64_t HwTopology::place(const HwDevice&) const { return 0; }
+uint64_t HwTopology::placeOfCpus(const std::string&) const { return 0; }
 float HwTopology::pathGBs(const HwDevice&, const HwDevice&) const { return 0; }
 bool HwTopology::writeXml(const std::string&, std::string* error) const {
   *error = "Plexus was built without hwloc";

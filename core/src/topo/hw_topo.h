@@ -7,6 +7,7 @@
 
 #include <nccl.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,12 @@ class HwTopology {
   PathType path(const HwDevice& a, const HwDevice& b) const;
   // From CPUs rather than a device (host backend): PHB when the device's NUMA node holds one of the CPUs, else SYS.
   PathType pathFromCpus(const HwDevice& d, const std::string& cpuList) const;
+  // Where a rank sits in the machine, as one number whose 16-bit fields, from the highest, are its package, NUMA
+  // node, host bridge and top-level PCIe switch (each an index + 1; 0 where it has none or it is unknown): a node's
+  // ranks sorted by it sit next to those they share a switch, then a host bridge, a NUMA node, a package with. From
+  // the rank's GPU, or (host backend) from its CPUs: the package and NUMA node of the first.
+  uint64_t place(const HwDevice& gpu) const;
+  uint64_t placeOfCpus(const std::string& cpuList) const;
   // What the cost models assume of a path between two PCI devices (GB/s): the slower PCIe link, fewer across CPUs.
   float pathGBs(const HwDevice& a, const HwDevice& b) const;
   bool writeXml(const std::string& file, std::string* error) const;

@@ -37,6 +37,8 @@ struct Topology {
   // nodes, and they all share its cores.
   int machineRanks = 1;
   int machineProcs = 1;
+  // Where each rank sits in its machine (HwTopology::place): what algorithm plugins order a node's ranks by.
+  std::vector<uint64_t> rankPlace;
   // CUDA backend: a channel is a block of the rank's kernel on its GPU, not a host thread, so cores bound nothing.
   bool deviceChannels = false;
 

@@ -55,11 +55,23 @@ typedef struct plexusAlgo_v2 {
    * same function share one launch; the kernel runs each on its channels as runHost does. */
   ncclResult_t (*getCudaKernel)(void* ctx, const plexusDevWork_v1_t* work, void** function);
   ncclResult_t (*finalize)(void* ctx);
+  /* Optional, and absent from plugins built before it (their structSize ends at finalize; the core then never
+   * calls it): where each rank sits in its machine, called after init and before buildGraph. place[r] for every
+   * rank r is a number whose 16-bit fields, from the highest, name the rank's CPU package, NUMA node, PCI host
+   * bridge and top-level PCIe switch (each an index + 1 within its node; 0: none or unknown), taken from the
+   * rank's GPU or, on the host backend, its CPUs. Ranks of one node with equal high fields share that part of
+   * the machine; ordering a node's ranks by place keeps a ring's or a tree's hops inside a switch, a host bridge,
+   * a NUMA node where the machine allows. Every rank is given the same array. */
+  ncclResult_t (*setPlaces)(void* ctx, const uint64_t* place);
 } plexusAlgo_v2_t;
+
+/* A plugin's table without the optional members that came later: the smallest structSize the core accepts. */
+#define PLEXUS_ALGO_V2_BASE_SIZE 72
 
 #ifdef __cplusplus
 } /* extern "C" */
-static_assert(sizeof(plexusAlgo_v2_t) == 72, "plexusAlgo_v2_t layout");
+static_assert(sizeof(plexusAlgo_v2_t) == 80, "plexusAlgo_v2_t layout");
+static_assert(offsetof(plexusAlgo_v2_t, setPlaces) == PLEXUS_ALGO_V2_BASE_SIZE, "plexusAlgo_v2_t layout");
 #endif
 
 #endif /* PLEXUS_ALGO_V2_H_ */

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "ring_collectives.h"
 
@@ -21,6 +22,7 @@ std::atomic<ncclDebugLogger_t> logger{nullptr};
 struct Context {
   plexusAlgoTopo_v2_t topo;
   int* rankNode;
+  std::vector<uint64_t> place;  // setPlaces: where each rank sits; empty until then
 };
 
 ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
@@ -39,7 +41,15 @@ ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogg
   return ncclSuccess;
 }
 
-// Ranks of one node stay adjacent so that only one hop per node crosses the network. Odd channels
+ncclResult_t ringSetPlaces(void* ctx, const uint64_t* place) {
+  auto* c = (Context*)ctx;
+  c->place.assign(place, place + c->topo.nRanks);
+  return ncclSuccess;
+}
+
+// Ranks of one node stay adjacent so that only one hop per node crosses the network; within a node they go in
+// order of place (rank order where places are equal or unknown), so that the hops stay inside a PCIe switch, a
+// host bridge, a NUMA node, a package where the machine allows: each group is entered and left once. Odd channels
 // run the ring the other way round, so each link carries traffic in both directions and two
 // channels do not queue behind each other on the same connector.
 ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
@@ -52,6 +62,10 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
       for (int r = 0; r < n; r++)
         if (c->rankNode[r] == node) order[k++] = r;
     if (k != n) return ncclInternalError;
+    if (!c->place.empty())
+      std::stable_sort(order, order + n, [c](int a, int b) {
+        return c->rankNode[a] != c->rankNode[b] ? c->rankNode[a] < c->rankNode[b] : c->place[a] < c->place[b];
+      });
     if (ch % 2 == 1)
       for (int i = 1, j = n - 1; i < j; i++, j--) {
         int t = order[i];
@@ -168,4 +182,5 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
     nullptr,
 #endif
     ringFinalize,
+    ringSetPlaces,
 };

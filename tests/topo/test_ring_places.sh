@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The ring keeps a node's ranks together by where they sit: 4 ranks as processes, rank r bound to CPU r % 2, on
+# tests/topo/host-2numa-interleaved.xml (CPU 0 on socket 0, CPU 1 on socket 1). The ring must cross between the
+# sockets twice (0 2 1 3), not four times (0 1 2 3, which it is on this machine as it is: one NUMA node).
+#   test_ring_places.sh <plexus-perf> <topology dir>
+set -euo pipefail
+perf=$1
+topo=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "test_ring_places: $*" >&2; cat "$tmp"/log.* >&2 || true; exit 1; }
+command -v taskset >/dev/null || { echo "SKIPPED: no taskset (util-linux)"; exit 77; }
+taskset -c 1 true 2>/dev/null || { echo "SKIPPED: this process may not run on CPU 1 (fewer than 2 CPUs allowed)"; exit 77; }
+
+# Prints rank 0's ring line: "ring of 'ring', channel 0: <order> (rank:place ...)".
+ring() {
+  local port=$((20000 + RANDOM % 30000))
+  for r in 0 1 2 3; do
+    NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=4 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH \
+      timeout 120 taskset -c $((r % 2)) "$perf" all_reduce -b 1K -e 1K -n 2 -w 1 -c 1 >"$tmp/log.$r" 2>&1 &
+  done
+  wait || fail "a rank failed"
+  grep -o "ring of 'ring', channel 0:.*" "$tmp/log.0" || fail "rank 0 logged no ring"
+}
+
+line=$(NCCL_TOPO_FILE=$topo/host-2numa-interleaved.xml ring)
+echo "interleaved sockets: $line"
+if grep -q "0:0 1:0 2:0 3:0" <<<"$line"; then echo "SKIPPED: Plexus was built without hwloc (no places)"; exit 77; fi
+grep -q "channel 0: 0 2 1 3 (" <<<"$line" || fail "expected the ring 0 2 1 3 (ranks on CPUs 0 and 1 grouped), got: $line"
+line=$(NCCL_TOPO_FILE= ring)
+echo "this machine: $line"
+grep -q "channel 0: 0 1 2 3 (" <<<"$line" || fail "expected the ring 0 1 2 3 where every rank sits alike, got: $line"
+echo "PASS"
