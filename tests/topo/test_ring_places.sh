@@ -12,7 +12,8 @@ fail() { echo "test_ring_places: $*" >&2; cat "$tmp"/log.* >&2 || true; exit 1; 
 command -v taskset >/dev/null || { echo "SKIPPED: no taskset (util-linux)"; exit 77; }
 taskset -c 1 true 2>/dev/null || { echo "SKIPPED: this process may not run on CPU 1 (fewer than 2 CPUs allowed)"; exit 77; }
 
-# Prints rank 0's ring line: "ring of 'ring', channel 0: <order> (rank:place ...)".
+# Runs the 4 ranks; prints rank 0's lines of the ring ("ring of 'ring', channel 0: <order> (rank:place ...)") and
+# the tree ("tree of 'tree', channel 0 (rank:parent): ...").
 ring() {
   local port=$((20000 + RANDOM % 30000))
   for r in 0 1 2 3; do
@@ -21,13 +22,18 @@ ring() {
   done
   wait || fail "a rank failed"
   grep -o "ring of 'ring', channel 0:.*" "$tmp/log.0" || fail "rank 0 logged no ring"
+  grep -o "tree of 'tree', channel 0.*" "$tmp/log.0" || fail "rank 0 logged no tree"
 }
 
 line=$(NCCL_TOPO_FILE=$topo/host-2numa-interleaved.xml ring)
 echo "interleaved sockets: $line"
 if grep -q "0:0 1:0 2:0 3:0" <<<"$line"; then echo "SKIPPED: Plexus was built without hwloc (no places)"; exit 77; fi
 grep -q "channel 0: 0 2 1 3 (" <<<"$line" || fail "expected the ring 0 2 1 3 (ranks on CPUs 0 and 1 grouped), got: $line"
+# The one-node tree is heap-shaped over positions taken in order of place (0 2 1 3): rank 3 hangs below rank 2, on
+# its own socket, not below rank 1.
+grep -q "(rank:parent): 0:-1 1:0 2:0 3:2$" <<<"$line" || fail "expected the tree 0:-1 1:0 2:0 3:2, got: $line"
 line=$(NCCL_TOPO_FILE= ring)
 echo "this machine: $line"
 grep -q "channel 0: 0 1 2 3 (" <<<"$line" || fail "expected the ring 0 1 2 3 where every rank sits alike, got: $line"
+grep -q "(rank:parent): 0:-1 1:0 2:0 3:1$" <<<"$line" || fail "expected the tree 0:-1 1:0 2:0 3:1, got: $line"
 echo "PASS"

@@ -22,9 +22,32 @@ TEST_CASE("loader: algo-ring and p2p-nvlink load with their ABI") {
   CHECK(algos[0]->name == "ring");
   CHECK(algos[0]->version == PLEXUS_ALGO_ABI_VERSION);
   std::vector<const TransportPlugin*> transports;
-  REQUIRE(loadTransports(&transports) == ncclSuccess);
-  REQUIRE(transports.size() >= 1);
+  REQUIRE(loadTransports({}, false, &transports) == ncclSuccess);
+  REQUIRE(transports.size() >= 2);
   CHECK(transports[0]->name == "p2p-nvlink");
+  CHECK(transports.back()->name == std::string("net"));
+}
+
+TEST_CASE("loader: transports as named, none, or refused with the reason; the net transport always last") {
+  std::vector<const TransportPlugin*> t;
+  REQUIRE(loadTransports({"p2p-nvlink"}, false, &t) == ncclSuccess);
+  REQUIRE(t.size() == 2);
+  CHECK(t[0]->name == "p2p-nvlink");
+  CHECK(t[1]->name == std::string("net"));
+  REQUIRE(loadTransports({}, true, &t) == ncclSuccess);  // "none": the net transport alone
+  REQUIRE(t.size() == 1);
+  CHECK(t[0]->name == std::string("net"));
+  CHECK(loadTransports({"no-such-transport"}, false, &t) == ncclInvalidUsage);
+  const std::string why = lastError(nullptr);
+  CHECK(why.find("transport plugin 'no-such-transport'") != std::string::npos);
+  CHECK(why.find("libplexus-no-such-transport.so") != std::string::npos);
+  // An algorithm plugin is no transport.
+  CHECK(loadTransports({"algo-ring"}, false, &t) == ncclInvalidUsage);
+  CHECK(std::string(lastError(nullptr)).find("does not export plexusTransportPlugin_v1") != std::string::npos);
+  // Every file found is in the plugin folders and exports the symbol; p2p-nvlink comes first.
+  const std::vector<std::string> files = transportPluginFiles();
+  REQUIRE(!files.empty());
+  CHECK(files[0].find("libplexus-p2p-nvlink.so") != std::string::npos);
 }
 
 TEST_CASE("loader: broken algorithm plugins are refused with the file, symbol and reason") {

@@ -107,22 +107,6 @@ std::string protoList(uint32_t mask) {
   return s;
 }
 
-// The folders plugins are searched in: PLEXUS_PLUGIN_PATH, then lib/plexus of this installation.
-std::vector<std::string> pluginDirs() {
-  std::vector<std::string> dirs;
-  if (auto path = envGet("PLUGIN_PATH")) {
-    size_t pos = 0;
-    while (pos <= path->size()) {
-      size_t colon = path->find(':', pos);
-      std::string d = path->substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-      if (!d.empty()) dirs.push_back(d);
-      if (colon == std::string::npos) break;
-      pos = colon + 1;
-    }
-  }
-  return dirs;
-}
-
 // What one plugin file is, and whether it loads: one line.
 std::string survey(const std::string& path, const std::string& file, const std::vector<std::string>& inUse) {
   auto mark = [&](const std::string& name) {
@@ -175,7 +159,10 @@ void printPlugins(const Config& config) {
   for (const std::string& d : dirs) {
     DIR* dir = opendir(d.c_str());
     if (!dir) {
-      printf("  %s: cannot be read (%s)\n", d.c_str(), strerror(errno));
+      // The folders beside libplexus.so may well not exist; one PLEXUS_PLUGIN_PATH names should.
+      const auto path = envGet("PLUGIN_PATH");
+      if (errno != ENOENT || (path && (":" + *path + ":").find(":" + d + ":") != std::string::npos))
+        printf("  %s: cannot be read (%s)\n", d.c_str(), strerror(errno));
       continue;
     }
     std::vector<std::string> files;
@@ -196,6 +183,17 @@ void printPlugins(const Config& config) {
   for (const std::string& n : inUse) names += (names.empty() ? "" : ", ") + n;
   printf("  algorithms in use: %s (%s)\n", names.c_str(),
          envGet("ALGORITHMS") ? "PLEXUS_ALGORITHMS" : !config.algorithms.empty() ? "plugins.algorithms" : "default");
+  bool none = false;
+  std::vector<std::string> transports = configTransports(config, &none);
+  const bool found = !none && transports.empty();
+  if (found)
+    for (const std::string& path : transportPluginFiles()) transports.push_back(path.substr(path.rfind('/') + 1));
+  std::string list;
+  for (const std::string& t : transports) list += t + ", ";
+  printf("  transports in use, in order: %snet (%s)\n", list.c_str(),
+         envGet("TRANSPORT_PLUGIN") ? "PLEXUS_TRANSPORT_PLUGIN"
+         : !config.transports.empty() ? "plugins.transports"
+                                      : "every transport plugin found; the built-in net transport last");
 }
 
 void printHost() {

@@ -109,6 +109,11 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
     if ((graph.connectMask & PLEXUS_ALGO_CONNECT_TREE) && !haveTree) {
       haveTree = true;  // likewise the first tree-building algorithm defines the channels' trees
       NCCLCHECK(channelsSetTrees(&comm->channels, comm->rank, comm->nRanks, graph));
+      if (comm->rank == 0) {
+        std::string tree;
+        for (int r = 0; r < comm->nRanks && r < 64; r++) tree += " " + std::to_string(r) + ":" + std::to_string(parents[0][r]);
+        INFO(NCCL_GRAPH, "tree of '%s', channel 0 (rank:parent):%s", p->name.c_str(), tree.c_str());
+      }
       for (int c = 0; c < comm->channels.count; c++) {
         const plexusDevTree_v1_t& t = comm->channels.dev[c].tree;
         for (int peer : {t.up, t.down[0], t.down[1], t.down[2]}) {
@@ -228,7 +233,12 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   comm->buffSize = *std::min_element(buffs.begin(), buffs.end());
   channelsInit(&comm->channels, *std::min_element(proposals.begin(), proposals.end()), comm->nRanks);
 
-  NCCLCHECK(loadTransports(&comm->transports));
+  {
+    bool none = false;
+    const std::vector<std::string> transports = configTransports(*comm->config, &none);
+    if (loadTransports(transports, none, &comm->transports) != ncclSuccess)
+      return setError(comm, ncclInvalidUsage, "rank %d: %s", comm->rank, lastError(nullptr));
+  }
   {
     plexusTransportComm_v1_t info{};
     info.commHash = comm->commHash;

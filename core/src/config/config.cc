@@ -295,16 +295,21 @@ ncclResult_t configParse(const std::string& text, const std::string& path, Confi
   if (doc.contains("plugins")) {
     const json& p = doc["plugins"];
     if (!p.is_object()) return c.fail("/plugins", "plugins", "expected an object, got " + typeOf(p));
-    NCCLCHECK(c.keys(p, "/plugins", "plugins", {"algorithms", "net", "tuner"}));
-    if (p.contains("algorithms")) {
-      const json& a = p["algorithms"];
-      if (!a.is_array() || a.empty())
-        return c.fail("/plugins/algorithms", "plugins.algorithms", "expected a non-empty array of names or paths");
+    NCCLCHECK(c.keys(p, "/plugins", "plugins", {"algorithms", "transports", "net", "tuner"}));
+    for (auto [key, list] : {std::pair<const char*, std::vector<std::string>*>{"algorithms", &cfg.algorithms},
+                             {"transports", &cfg.transports}}) {
+      if (!p.contains(key)) continue;
+      const std::string ptr = std::string("/plugins/") + key, name = std::string("plugins.") + key;
+      const json& a = p[key];
+      if (!a.is_array() || a.empty()) return c.fail(ptr, name, "expected a non-empty array of names or paths");
       for (size_t k = 0; k < a.size(); k++) {
         std::string s;
-        NCCLCHECK(stringValue(c, a[k], "/plugins/algorithms/" + std::to_string(k),
-                              "plugins.algorithms[" + std::to_string(k) + "]", &s));
-        cfg.algorithms.push_back(s);
+        NCCLCHECK(stringValue(c, a[k], ptr + "/" + std::to_string(k), name + "[" + std::to_string(k) + "]", &s));
+        if (list == &cfg.transports && (s == "net" || s == "none"))
+          return c.fail(ptr + "/" + std::to_string(k), name + "[" + std::to_string(k) + "]",
+                        "'" + s + "' is not a transport plugin: the built-in net transport always comes last; list "
+                        "the plugins to try before it");
+        list->push_back(s);
       }
     }
     if (p.contains("net")) NCCLCHECK(stringValue(c, p["net"], "/plugins/net", "plugins.net", &cfg.net));
@@ -381,11 +386,9 @@ ncclResult_t configLoad(std::shared_ptr<const Config>* out) {
   return ncclSuccess;
 }
 
-std::vector<std::string> configAlgorithms(const Config& config) {
-  auto env = envGet("ALGORITHMS");
-  if (!env && !config.algorithms.empty()) return config.algorithms;
+namespace {
+std::vector<std::string> commaList(const std::string& spec) {
   std::vector<std::string> names;
-  const std::string spec = env ? *env : "ring,direct,tree";
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
@@ -395,6 +398,24 @@ std::vector<std::string> configAlgorithms(const Config& config) {
     pos = comma + 1;
   }
   return names;
+}
+}  // namespace
+
+std::vector<std::string> configTransports(const Config& config, bool* none) {
+  *none = false;
+  auto env = envGet("TRANSPORT_PLUGIN");
+  if (!env) return config.transports;
+  if (*env == "none") {
+    *none = true;
+    return {};
+  }
+  return commaList(*env);
+}
+
+std::vector<std::string> configAlgorithms(const Config& config) {
+  auto env = envGet("ALGORITHMS");
+  if (!env && !config.algorithms.empty()) return config.algorithms;
+  return commaList(env ? *env : "ring,direct,tree");
 }
 
 bool configDefault(const std::string& var, std::string* value) {

@@ -2,7 +2,8 @@
 // ~/.config/plexus/plexus.json), every key optional but version:
 //
 //   { "version": 1,
-//     "plugins": { "algorithms": ["ring", "tree", "/opt/x/libmy-algo.so"], "net": "ucx", "tuner": "csv" },
+//     "plugins": { "algorithms": ["ring", "tree", "/opt/x/libmy-algo.so"], "transports": ["p2p-nvlink"],
+//                  "net": "ucx", "tuner": "csv" },
 //     "defaults": { "NCCL_BUFFSIZE": "8M", "PLEXUS_SPIN": 100 },
 //     "tuning": [ { "collective": "allreduce", "bytes": [0, "64K"], "nranks": [8, 1024], "nnodes": [1, 64],
 //                   "algorithm": "tree", "protocol": "ll", "channels": 2, "chunk": "32K" } ] }
@@ -45,6 +46,7 @@ struct TuningRule {
 struct Config {
   std::string path;                    // empty: no file was found
   std::vector<std::string> algorithms; // plugins.algorithms; empty: the default set
+  std::vector<std::string> transports; // plugins.transports; empty: every transport plugin found
   std::string net;                     // plugins.net; empty: the default
   std::string tuner;                   // plugins.tuner (as NCCL_TUNER_PLUGIN); empty: the default
   std::vector<std::pair<std::string, std::string>> defaults;  // knob defaults, by full variable name
@@ -64,6 +66,12 @@ ncclResult_t configLoad(std::shared_ptr<const Config>* out);
 // The algorithm plugins to load: PLEXUS_ALGORITHMS, else the configuration's plugins.algorithms, else
 // the default set (ring, direct, tree).
 std::vector<std::string> configAlgorithms(const Config& config);
+
+// The transport plugins to use, in order (the built-in net transport always comes after them):
+// PLEXUS_TRANSPORT_PLUGIN (comma-separated names or paths, or "none"), else the configuration's plugins.transports,
+// else empty: every transport plugin found in the plugin path (p2p-nvlink first). "none" gives an empty list
+// and sets *none.
+std::vector<std::string> configTransports(const Config& config, bool* none);
 
 // A knob's default from the configuration in effect ("NCCL_BUFFSIZE"), if it gives one.
 bool configDefault(const std::string& var, std::string* value);

@@ -1,10 +1,12 @@
 #include "loader.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -28,7 +30,7 @@ static std::string libraryDir() {
   return ".";
 }
 
-std::string findPluginFile(const std::string& fileName) {
+std::vector<std::string> pluginDirs() {
   std::vector<std::string> dirs;
   if (auto path = envGet("PLUGIN_PATH")) {
     size_t pos = 0;
@@ -43,7 +45,11 @@ std::string findPluginFile(const std::string& fileName) {
   std::string libDir = libraryDir();
   dirs.push_back(libDir + "/plexus");
   dirs.push_back(libDir);
-  for (auto& d : dirs) {
+  return dirs;
+}
+
+std::string findPluginFile(const std::string& fileName) {
+  for (auto& d : pluginDirs()) {
     std::string candidate = d + "/" + fileName;
     if (access(candidate.c_str(), R_OK) == 0) return candidate;
   }
@@ -93,7 +99,6 @@ const char* checkTransportTable(const plexusTransport_v1_t* api) {
 static std::mutex registryMutex;
 static std::vector<std::unique_ptr<AlgoPlugin>> algoRegistry;
 static std::vector<std::unique_ptr<TransportPlugin>> transportRegistry;
-static bool transportsLoaded = false;
 
 ncclResult_t loadAlgorithms(const std::vector<std::string>& names, std::vector<const AlgoPlugin*>* out) {
   std::lock_guard<std::mutex> lock(registryMutex);
@@ -130,43 +135,110 @@ ncclResult_t loadAlgorithms(const std::vector<std::string>& names, std::vector<c
   return ncclSuccess;
 }
 
-ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out) {
-  std::lock_guard<std::mutex> lock(registryMutex);
-  if (!transportsLoaded) {
-    transportsLoaded = true;
-    for (const char* name : {"p2p-nvlink"}) {
-      std::string path, why;
-      auto* api = (const plexusTransport_v1_t*)openSymbol(name, std::string("libplexus-") + name + ".so",
-                                                           {PLEXUS_TRANSPORT_PLUGIN_SYMBOL}, &path, &why);
-      if (api) {
-        if (const char* bad = checkTransportTable(api)) {
-          why = std::string(bad) + " (plugin ABI " + std::to_string(api->abiVersion) + "; this Plexus expects " +
-                std::to_string(PLEXUS_TRANSPORT_ABI_VERSION) + ")";
-          api = nullptr;
-        }
-      }
-      void* ctx = nullptr;
-      if (api && api->init(&ctx, debugLog) != ncclSuccess) {
-        why = "its init failed";
-        api = nullptr;
-      }
-      if (!api) {
-        WARN("transport plugin '%s': refused %s, symbol %s: %s. Ranks that need it will fail to connect.", name,
-             path.empty() ? "(no file)" : path.c_str(), PLEXUS_TRANSPORT_PLUGIN_SYMBOL, why.c_str());
-        continue;
-      }
-      transportRegistry.push_back(std::make_unique<TransportPlugin>(TransportPlugin{api->name, path, api, ctx}));
-      INFO(NCCL_INIT, "transport plugin '%s': loaded %s (%s, ABI %u)", api->name, path.c_str(),
-           PLEXUS_TRANSPORT_PLUGIN_SYMBOL, api->abiVersion);
-    }
-    // The net transport is built in and comes last: any pair the others cannot connect goes through it.
-    void* ctx = nullptr;
-    if (netTransport.init(&ctx, debugLog) == ncclSuccess)
-      transportRegistry.push_back(
-          std::make_unique<TransportPlugin>(TransportPlugin{netTransport.name, "built-in", &netTransport, ctx}));
+// The transport plugin a name or path gives, loaded once per process; nullptr with *why when it cannot be. Called
+// with registryMutex held.
+static const TransportPlugin* openTransport(const std::string& nameOrPath, std::string* why) {
+  for (auto& t : transportRegistry)
+    if (t->name == nameOrPath || t->path == nameOrPath) return t.get();
+  std::string path;
+  auto* api = (const plexusTransport_v1_t*)openSymbol(nameOrPath, "libplexus-" + nameOrPath + ".so",
+                                                       {PLEXUS_TRANSPORT_PLUGIN_SYMBOL}, &path, why);
+  if (!api) {
+    *why = (path.empty() ? "(no file)" : path) + ", symbol " PLEXUS_TRANSPORT_PLUGIN_SYMBOL ": " + *why;
+    return nullptr;
   }
+  if (const char* bad = checkTransportTable(api)) {
+    *why = path + ": " + bad + " (plugin ABI " + std::to_string(api->abiVersion) + "; this Plexus expects " +
+           std::to_string(PLEXUS_TRANSPORT_ABI_VERSION) + ")";
+    return nullptr;
+  }
+  for (auto& t : transportRegistry)
+    if (t->name == api->name) {
+      if (t->path == path) return t.get();
+      *why = path + " is named '" + api->name + "' like the transport loaded from " + t->path + "; rename one";
+      return nullptr;
+    }
+  void* ctx = nullptr;
+  if (api->init(&ctx, debugLog) != ncclSuccess) {
+    *why = path + ": its init failed";
+    return nullptr;
+  }
+  transportRegistry.push_back(std::make_unique<TransportPlugin>(TransportPlugin{api->name, path, api, ctx}));
+  INFO(NCCL_INIT, "transport plugin '%s': loaded %s (%s, ABI %u)", api->name, path.c_str(),
+       PLEXUS_TRANSPORT_PLUGIN_SYMBOL, api->abiVersion);
+  return transportRegistry.back().get();
+}
+
+std::vector<std::string> transportPluginFiles() {
+  // Searched once: probing a file opens it.
+  static std::vector<std::string> found;
+  static bool searched = false;
+  if (searched) return found;
+  searched = true;
+  std::vector<std::string> names;  // file names seen: the first folder that has one wins, as when loading by name
+  for (const std::string& d : pluginDirs()) {
+    DIR* dir = opendir(d.c_str());
+    if (!dir) continue;
+    std::vector<std::string> files;
+    while (dirent* e = readdir(dir)) {
+      const std::string f = e->d_name;
+      if (f.rfind("libplexus-", 0) == 0 && f.rfind("libplexus-algo-", 0) != 0 && f.size() > 3 &&
+          f.compare(f.size() - 3, 3, ".so") == 0)
+        files.push_back(f);
+    }
+    closedir(dir);
+    // p2p-nvlink first: within a node it is the way every other transport would be measured against.
+    std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+      const bool pa = a == "libplexus-p2p-nvlink.so", pb = b == "libplexus-p2p-nvlink.so";
+      return pa != pb ? pa : a < b;
+    });
+    for (const std::string& f : files) {
+      if (std::find(names.begin(), names.end(), f) != names.end()) continue;
+      names.push_back(f);
+      const std::string path = d + "/" + f;
+      void* lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+      if (!lib) continue;
+      if (dlsym(lib, PLEXUS_TRANSPORT_PLUGIN_SYMBOL)) found.push_back(path);
+      dlclose(lib);
+    }
+  }
+  return found;
+}
+
+ncclResult_t loadTransports(const std::vector<std::string>& names, bool none, std::vector<const TransportPlugin*>* out) {
+  std::lock_guard<std::mutex> lock(registryMutex);
   out->clear();
-  for (auto& t : transportRegistry) out->push_back(t.get());
+  auto add = [&](const TransportPlugin* t) {
+    if (std::find(out->begin(), out->end(), t) == out->end()) out->push_back(t);
+  };
+  if (!none && names.empty()) {
+    // Every transport plugin found; one that does not load is reported and left out (nobody named it).
+    for (const std::string& path : transportPluginFiles()) {
+      std::string why;
+      if (const TransportPlugin* t = openTransport(path, &why)) add(t);
+      else WARN("transport plugin %s refused: %s. Ranks that need it go through the next transport.", path.c_str(),
+                why.c_str());
+    }
+  }
+  for (const std::string& name : names) {
+    std::string why;
+    const TransportPlugin* t = openTransport(name, &why);
+    if (!t)
+      return setError(nullptr, ncclInvalidUsage, "transport plugin '%s' (PLEXUS_TRANSPORT_PLUGIN or plugins.transports) "
+                      "cannot be used: %s", name.c_str(), why.c_str());
+    add(t);
+  }
+  // The net transport is built in and comes last: any pair the others cannot connect goes through it.
+  static const TransportPlugin* net = nullptr;
+  if (!net) {
+    void* ctx = nullptr;
+    if (netTransport.init(&ctx, debugLog) != ncclSuccess)
+      return setError(nullptr, ncclInternalError, "the built-in net transport failed to initialize");
+    transportRegistry.push_back(
+        std::make_unique<TransportPlugin>(TransportPlugin{netTransport.name, "built-in", &netTransport, ctx}));
+    net = transportRegistry.back().get();
+  }
+  out->push_back(net);
   return ncclSuccess;
 }
 

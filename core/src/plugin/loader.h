@@ -45,9 +45,18 @@ std::string findPluginFile(const std::string& fileName);
 // one clear line naming file, symbol, versions and reason.
 ncclResult_t loadAlgorithms(const std::vector<std::string>& names, std::vector<const AlgoPlugin*>* out);
 
-// The transports available to communicators (p2p-nvlink today), loaded once per process. A transport
-// that fails to load is reported and left out; the communicator fails later only if it needs it.
-ncclResult_t loadTransports(std::vector<const TransportPlugin*>* out);
+// The folders plugins are searched in, in order: PLEXUS_PLUGIN_PATH's, then plexus/ beside libplexus.so, then the
+// folder of libplexus.so itself.
+std::vector<std::string> pluginDirs();
+
+// The transports a communicator uses, in order, each loaded once per process: the plugins named (a name such as
+// "p2p-nvlink" maps to libplexus-p2p-nvlink.so, a name with '/' is a path; one that cannot be used fails the call
+// with a line naming it and why), or with no names every transport plugin found in the plugin folders (p2p-nvlink
+// first, then by file name; one that does not load is a warning and left out), or none at all (none: "none");
+// the built-in net transport always last. For each pair of ranks the first whose canConnect accepts serves it.
+ncclResult_t loadTransports(const std::vector<std::string>& names, bool none, std::vector<const TransportPlugin*>* out);
+// The files of the plugin folders that export plexusTransportPlugin_v1, in the order loadTransports tries them.
+std::vector<std::string> transportPluginFiles();
 
 // The tuner plugin `spec` names, loaded once per process; nullptr when there is none. spec has
 // NCCL_TUNER_PLUGIN's syntax: empty for the default libnccl-tuner.so, a name (tried as given, then as

@@ -27,6 +27,7 @@ ncclResult_t pickTransport(ncclComm* comm, int peer, const TransportPlugin** out
     NCCLCHECK(t->api->canConnect(t->ctx, &comm->peerInfo[comm->rank], &comm->peerInfo[peer], &ok));
     if (ok) {
       *out = t;
+      INFO(NCCL_INIT | NCCL_P2P, "rank %d: rank %d through transport '%s'", comm->rank, peer, t->name.c_str());
       return ncclSuccess;
     }
   }

@@ -52,6 +52,26 @@ ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogg
   return ncclSuccess;
 }
 
+// Each node's ranks take their tree positions in order of place (local rank where places are equal): the chain
+// inside a node, and siblings of the one-node tree, stay inside a switch, a host bridge, a NUMA node where the
+// machine allows. The trees keep their shapes, so what init measured of them (depth, arity) stands.
+ncclResult_t treeSetPlaces(void* ctx, const uint64_t* place) {
+  auto* c = (Context*)ctx;
+  const int n = c->topo.nRanks;
+  std::vector<int> order(n);
+  for (int r = 0; r < n; r++) order[r] = r;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (c->rankNode[a] != c->rankNode[b]) return c->rankNode[a] < c->rankNode[b];
+    if (place[a] != place[b]) return place[a] < place[b];
+    return c->rankLocalRank[a] < c->rankLocalRank[b];
+  });
+  for (int i = 0, pos = 0; i < n; i++) {
+    pos = i > 0 && c->rankNode[order[i]] == c->rankNode[order[i - 1]] ? pos + 1 : 0;
+    c->rankLocalRank[order[i]] = pos;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   auto* c = (Context*)ctx;
   const int me = c->topo.rank;
@@ -177,4 +197,5 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
     nullptr,
 #endif
     treeFinalize,
+    treeSetPlaces,
 };
