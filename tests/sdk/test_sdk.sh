@@ -16,7 +16,7 @@ cmake --install "$build" --prefix "$tmp/install" >"$tmp/install.log" || { cat "$
 prefix=$tmp/install
 for f in include/nccl.h include/plexus.h include/plexus/algo_v2.h include/plexus/device/kernel.h include/plexus/device/protocol_prims.h \
          lib/cmake/plexus/plexusConfig.cmake lib/pkgconfig/plexus.pc lib/pkgconfig/plexus-plugin-api.pc \
-         lib/plexus/libplexus-algo-ring.so bin/plexus-perf; do
+         lib/plexus/libplexus-algo-ring.so bin/plexus-perf bin/plexus-plugin-check; do
   [[ -e $prefix/$f ]] || fail "the install tree lacks $f"
 done
 [[ -e $prefix/lib/libnccl.so.2 ]] || fail "the install tree lacks the drop-in libnccl.so.2"
@@ -27,6 +27,12 @@ cmake -S "$src/examples/algo-recursive-doubling" -B "$tmp/rd" -G Ninja -DCMAKE_P
 cmake --build "$tmp/rd" >>"$tmp/rd.log" 2>&1 || { cat "$tmp/rd.log"; fail "building the example failed"; }
 plugin=$tmp/rd/libplexus-algo-rd.so
 [[ -f $plugin ]] || fail "the example built no $plugin"
+# The installed conformance tool passes the example, rule by rule.
+check=$(env -u PLEXUS_PLUGIN_PATH "$prefix/bin/plexus-plugin-check" "$plugin" 2>&1) ||
+  { echo "$check"; fail "plexus-plugin-check failed the example"; }
+for rule in load graphs cost finalize; do
+  grep -q "^PASS $rule:" <<<"$check" || { echo "$check"; fail "plexus-plugin-check: no PASS line for $rule"; }
+done
 
 # pkg-config, relocated: an application against plexus, a plugin against the headers alone.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig

@@ -372,21 +372,7 @@ int printTuning(const Options& o, const std::shared_ptr<const Config>& config) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  // Plugins of this installation: lib/plexus beside the lib folder this binary was installed with.
-  char exe[4096];
-  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    exe[len] = 0;
-    std::string dir = exe;
-    dir = dir.substr(0, dir.rfind('/'));
-    for (const char* libdir : {PLEXUS_INFO_LIBDIR, "lib"}) {  // installed; the build tree
-      const std::string mine = dir + "/../" + libdir + "/plexus";
-      if (access(mine.c_str(), R_OK) != 0) continue;
-      const char* path = getenv("PLEXUS_PLUGIN_PATH");
-      setenv("PLEXUS_PLUGIN_PATH", (path && *path ? std::string(path) + ":" + mine : mine).c_str(), 1);
-      break;
-    }
-  }
+  addToolPluginDir(PLEXUS_INFO_LIBDIR);
   int version = 0;
   ncclGetVersion(&version);
   printf("Plexus %d.%d.%d, NCCL API %d.%d.%d\n", PLEXUS_VERSION_MAJOR, PLEXUS_VERSION_MINOR, PLEXUS_VERSION_PATCH,

@@ -48,6 +48,22 @@ std::vector<std::string> pluginDirs() {
   return dirs;
 }
 
+void addToolPluginDir(const char* installLibDir) {
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return;
+  exe[len] = 0;
+  std::string dir = exe;
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const char* libdir : {installLibDir, "lib"}) {
+    const std::string mine = dir + "/../" + libdir + "/plexus";
+    if (access(mine.c_str(), R_OK) != 0) continue;
+    const char* path = getenv("PLEXUS_PLUGIN_PATH");
+    setenv("PLEXUS_PLUGIN_PATH", (path && *path ? std::string(path) + ":" + mine : mine).c_str(), 1);
+    return;
+  }
+}
+
 std::string findPluginFile(const std::string& fileName) {
   for (auto& d : pluginDirs()) {
     std::string candidate = d + "/" + fileName;

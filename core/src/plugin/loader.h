@@ -49,6 +49,11 @@ ncclResult_t loadAlgorithms(const std::vector<std::string>& names, std::vector<c
 // folder of libplexus.so itself.
 std::vector<std::string> pluginDirs();
 
+// For the tools that link the core rather than libplexus.so (plexus-info, plexus-plugin-check): appends the plugin
+// folder of their installation (<executable>/../<installLibDir>/plexus) or build tree (../lib/plexus) to
+// PLEXUS_PLUGIN_PATH.
+void addToolPluginDir(const char* installLibDir);
+
 // The transports a communicator uses, in order, each loaded once per process: the plugins named (a name such as
 // "p2p-nvlink" maps to libplexus-p2p-nvlink.so, a name with '/' is a path; one that cannot be used fails the call
 // with a line naming it and why), or with no names every transport plugin found in the plugin folders (p2p-nvlink
