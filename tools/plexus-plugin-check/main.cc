@@ -45,6 +45,25 @@ struct Case {
   }
 };
 
+// A rank's view as the core gives it, with the core's link figures for host ranks with a core each and its socket net.
+plexusAlgoTopo_v1_t topoOf(int rank, int nNodes, const std::vector<int>& rankNode, const std::vector<int>& rankLocal) {
+  plexusAlgoTopo_v1_t t{};
+  t.rank = rank;
+  t.nRanks = (int)rankNode.size();
+  t.node = rankNode[rank];
+  t.nNodes = nNodes;
+  t.localRank = rankLocal[rank];
+  for (int r = 0; r < t.nRanks; r++) t.nLocalRanks += rankNode[r] == t.node;
+  t.rankNode = rankNode.data();
+  t.rankLocalRank = rankLocal.data();
+  t.localHopUs = 0.08f;
+  t.localGBs = 16.0f;
+  t.netHopUs = 8.0f;
+  t.netGBs = 3.0f;
+  t.stepBytes = (4 << 20) / PLEXUS_STEPS;
+  return t;
+}
+
 // What one rank's plugin instance built.
 struct Built {
   uint32_t connectMask = 0;
@@ -64,20 +83,7 @@ std::string buildAll(const AlgoApi& api, const Case& c, std::vector<Built>* out,
   for (int r = 0; r < c.nRanks; r++) place[r] = c.places ? 1ull << 32 | (uint64_t)(1 + rankLocal[r] % 2) << 16 : 0;
   out->assign(c.nRanks, Built{});
   for (int r = 0; r < c.nRanks; r++) {
-    plexusAlgoTopo_v1_t t{};
-    t.rank = r;
-    t.nRanks = c.nRanks;
-    t.node = rankNode[r];
-    t.nNodes = c.nNodes;
-    t.localRank = rankLocal[r];
-    t.nLocalRanks = count[rankNode[r]];
-    t.rankNode = rankNode.data();
-    t.rankLocalRank = rankLocal.data();
-    t.localHopUs = 0.08f;  // the core's figures for host ranks with a core each, and its socket net
-    t.localGBs = 16.0f;
-    t.netHopUs = 8.0f;
-    t.netGBs = 3.0f;
-    t.stepBytes = (4 << 20) / PLEXUS_STEPS;
+    const plexusAlgoTopo_v1_t t = topoOf(r, c.nNodes, rankNode, rankLocal);
     void* ctx = nullptr;
     if (api.init(&ctx, &t, nullptr) != ncclSuccess) return "init failed on rank " + std::to_string(r);
     (*contexts)++;
@@ -162,18 +168,8 @@ void checkCost(const AlgoApi& api) {
   std::string bad;
   // 4 ranks on one node, then on two: a plugin may serve one and not the other (a negative time).
   for (int nNodes : {1, 2}) {
-    std::vector<int> node = {0, 0, nNodes - 1, nNodes - 1}, local = {0, 1, nNodes == 1 ? 2 : 0, nNodes == 1 ? 3 : 1};
-    plexusAlgoTopo_v1_t t{};
-    t.nRanks = 4;
-    t.nNodes = nNodes;
-    t.nLocalRanks = 4 / nNodes;
-    t.rankNode = node.data();
-    t.rankLocalRank = local.data();
-    t.localHopUs = 0.08f;
-    t.localGBs = 16.0f;
-    t.netHopUs = 8.0f;
-    t.netGBs = 3.0f;
-    t.stepBytes = (4 << 20) / PLEXUS_STEPS;
+    const std::vector<int> node = {0, 0, nNodes - 1, nNodes - 1}, local = {0, 1, nNodes == 1 ? 2 : 0, nNodes == 1 ? 3 : 1};
+    const plexusAlgoTopo_v1_t t = topoOf(0, nNodes, node, local);
     void* ctx = nullptr;
     if (api.init(&ctx, &t, nullptr) != ncclSuccess) return report(false, "cost", "init failed");
     for (int f = 0; f < ncclNumFuncs && bad.empty(); f++) {

@@ -186,39 +186,39 @@ static const TransportPlugin* openTransport(const std::string& nameOrPath, std::
 }
 
 std::vector<std::string> transportPluginFiles() {
-  // Searched once: probing a file opens it.
-  static std::vector<std::string> found;
-  static bool searched = false;
-  if (searched) return found;
-  searched = true;
-  std::vector<std::string> names;  // file names seen: the first folder that has one wins, as when loading by name
-  for (const std::string& d : pluginDirs()) {
-    DIR* dir = opendir(d.c_str());
-    if (!dir) continue;
-    std::vector<std::string> files;
-    while (dirent* e = readdir(dir)) {
-      const std::string f = e->d_name;
-      if (f.rfind("libplexus-", 0) == 0 && f.rfind("libplexus-algo-", 0) != 0 && f.size() > 3 &&
-          f.compare(f.size() - 3, 3, ".so") == 0)
-        files.push_back(f);
+  // Searched once (probing a file opens it), by whichever thread asks first.
+  static const std::vector<std::string> files = [] {
+    std::vector<std::string> found;
+    std::vector<std::string> names;  // file names seen: the first folder that has one wins, as when loading by name
+    for (const std::string& d : pluginDirs()) {
+      DIR* dir = opendir(d.c_str());
+      if (!dir) continue;
+      std::vector<std::string> entries;
+      while (dirent* e = readdir(dir)) {
+        const std::string f = e->d_name;
+        if (f.rfind("libplexus-", 0) == 0 && f.rfind("libplexus-algo-", 0) != 0 && f.size() > 3 &&
+            f.compare(f.size() - 3, 3, ".so") == 0)
+          entries.push_back(f);
+      }
+      closedir(dir);
+      // p2p-nvlink first: within a node it is the way every other transport would be measured against.
+      std::sort(entries.begin(), entries.end(), [](const std::string& a, const std::string& b) {
+        const bool pa = a == "libplexus-p2p-nvlink.so", pb = b == "libplexus-p2p-nvlink.so";
+        return pa != pb ? pa : a < b;
+      });
+      for (const std::string& f : entries) {
+        if (std::find(names.begin(), names.end(), f) != names.end()) continue;
+        names.push_back(f);
+        const std::string path = d + "/" + f;
+        void* lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+        if (!lib) continue;
+        if (dlsym(lib, PLEXUS_TRANSPORT_PLUGIN_SYMBOL)) found.push_back(path);
+        dlclose(lib);
+      }
     }
-    closedir(dir);
-    // p2p-nvlink first: within a node it is the way every other transport would be measured against.
-    std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
-      const bool pa = a == "libplexus-p2p-nvlink.so", pb = b == "libplexus-p2p-nvlink.so";
-      return pa != pb ? pa : a < b;
-    });
-    for (const std::string& f : files) {
-      if (std::find(names.begin(), names.end(), f) != names.end()) continue;
-      names.push_back(f);
-      const std::string path = d + "/" + f;
-      void* lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
-      if (!lib) continue;
-      if (dlsym(lib, PLEXUS_TRANSPORT_PLUGIN_SYMBOL)) found.push_back(path);
-      dlclose(lib);
-    }
-  }
-  return found;
+    return found;
+  }();
+  return files;
 }
 
 ncclResult_t loadTransports(const std::vector<std::string>& names, bool none, std::vector<const TransportPlugin*>* out) {

@@ -57,15 +57,11 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   const int n = c->topo.nRanks;
   for (int ch = 0; ch < graph->nChannels; ch++) {
     int* order = graph->channels[ch].ringOrder;
-    int k = 0;
-    for (int node = 0; node < c->topo.nNodes; node++)
-      for (int r = 0; r < n; r++)
-        if (c->rankNode[r] == node) order[k++] = r;
-    if (k != n) return ncclInternalError;
-    if (!c->place.empty())
-      std::stable_sort(order, order + n, [c](int a, int b) {
-        return c->rankNode[a] != c->rankNode[b] ? c->rankNode[a] < c->rankNode[b] : c->place[a] < c->place[b];
-      });
+    for (int r = 0; r < n; r++) order[r] = r;
+    auto place = [c](int r) { return c->place.empty() ? 0 : c->place[r]; };
+    std::stable_sort(order, order + n, [&](int a, int b) {
+      return c->rankNode[a] != c->rankNode[b] ? c->rankNode[a] < c->rankNode[b] : place(a) < place(b);
+    });
     if (ch % 2 == 1)
       for (int i = 1, j = n - 1; i < j; i++, j--) {
         int t = order[i];
