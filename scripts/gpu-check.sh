@@ -93,7 +93,7 @@ if ((rc)); then
 fi
 # What the install and the checks need (the doctest suites are not built here).
 targets=(plexus plexus-algo-ring plexus-algo-direct plexus-algo-tree plexus-algo-p2p plexus-p2p-nvlink nccl-tuner-csv
-  plexus-perf plexus-info plexus-net-check plexus-gpu-tests cuda_memcpy_bw)
+  plexus-perf plexus-info plexus-net-check plexus-plugin-check plexus-gpu-tests cuda_memcpy_bw)
 # p2p-nvlink's GPU test is a doctest binary: built where doctest is (carried in .gpu-carry/).
 ninja -C "$build" -t targets all 2>/dev/null | grep -q '^plexus-p2p-nvlink-gpu-tests:' && targets+=(plexus-p2p-nvlink-gpu-tests)
 phase "$blog" 330 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
@@ -118,7 +118,11 @@ nlog=$logs/nccl-tests.log
 ntests=$build/nccl
 nccl_dir=$carry/nccl-tests
 nccl_pid=
-if [[ -f $nccl_dir/src/Makefile ]]; then
+# PLEXUS_GPU_CHECK_SKIP: parts to leave out, e.g. "nccl-tests torch" on a rerun where they passed before.
+skipped_part() { [[ " ${PLEXUS_GPU_CHECK_SKIP:-} " == *" $1 "* ]]; }
+if skipped_part nccl-tests; then
+  verdict SKIP nccl-tests "left out (PLEXUS_GPU_CHECK_SKIP)"
+elif [[ -f $nccl_dir/src/Makefile ]]; then
   (CUDA_HOME=$cuda_home phase "$nlog" 300 nice tests/tools/test_nccl_tests.sh "$build" "$root" \
      --nccl-tests "$nccl_dir" --out "$ntests" --jobs $((jobs / 2)) --keep-going; echo "BUILD-STATUS $?" >>"$nlog") &
   nccl_pid=$!
@@ -211,8 +215,26 @@ for t in 1 2; do
   if awk -v r="$ratio" 'BEGIN { exit !(r >= 0.9) }'; then verdict PASS "speed -t $t" "$msg"; else verdict FAIL "speed -t $t" "$msg (goal 0.90)"; fi
 done
 
+# PLEXUS_GPU_CHECK_SWEEP: ';'-separated sets of knobs (e.g. "NCCL_MAX_NCHANNELS=32 NCCL_MIN_NCHANNELS=32;NCCL_NTHREADS=1024")
+# under which the 2-rank figure is measured again, one INFO line each: data for choosing defaults.
+IFS=';' read -r -a sweep <<<"${PLEXUS_GPU_CHECK_SWEEP:-}"
+for knobs in "${sweep[@]}"; do
+  [[ -n ${knobs// /} ]] || continue
+  part=$build/sweep.log
+  : >"$part"
+  read -r -a kv <<<"$knobs"
+  phase "$part" 30 env NCCL_SOCKET_IFNAME=lo NCCL_PROTO=Simple "${kv[@]}" "$perf" all_reduce -b 256M -e 256M -n 20 -w 5 \
+    -c 0 -t 2
+  cat "$part" >>"$slog"
+  algbw=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $7 }' "$part" | tail -1)
+  say "INFO sweep -t 2 [$knobs]: algbw ${algbw:-?} GB/s at 256 MiB ($(awk -v a="${algbw:-0}" -v m="${memcpy_gbs:-1}" \
+    'BEGIN { printf "%.2f", 4 * a / m }') of the copy bandwidth)"
+done
+
 # ---- 4b: nccl-tests ---------------------------------------------------------------------------------------------------
-if [[ -z $nccl_pid ]]; then
+if skipped_part nccl-tests; then
+  :
+elif [[ -z $nccl_pid ]]; then
   verdict SKIP nccl-tests "no nccl-tests in .gpu-carry/ (scripts/gpu-prepare.sh copies ../shared/third-party/nccl-tests)"
 else
   wait "$nccl_pid"
@@ -248,8 +270,13 @@ tlog=$logs/torch.log
 : >"$tlog"
 tout=$build/torch-verdicts.txt
 : >"$tout"
-phase "$tout" 150 python3 scripts/gpu-check-torch.py "$prefix/lib" "$tlog"
-rc=$?
+if skipped_part torch; then
+  verdict SKIP torch "left out (PLEXUS_GPU_CHECK_SKIP)"
+  rc=0
+else
+  phase "$tout" 150 python3 scripts/gpu-check-torch.py "$prefix/lib" "$tlog"
+  rc=$?
+fi
 cat "$tout" >>"$tlog"
 while IFS= read -r line; do
   case $line in

@@ -4,6 +4,7 @@
 #include <plexus.h>
 
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -101,6 +102,31 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return comm->asyncError.load();
 }
 
+namespace {
+// Aborted CUDA communicators whose memory is not freed yet: cuMemFree and cuMemFreeHost wait for every kernel running
+// on the GPU, another communicator's too (one still waiting for a peer), so an abort that freed at once could hang
+// behind a kernel that only a later abort stops. They are freed once no kernel of theirs or of any live communicator
+// runs; those whose own kernels never stop are never freed (the kernels may still touch the memory).
+std::mutex zombieMutex;
+std::vector<ncclComm*> zombies;
+
+void reapZombies() {
+  std::vector<ncclComm*> ready;
+  {
+    std::lock_guard<std::mutex> lock(zombieMutex);
+    if (zombies.empty() || commCudaKernelsBusy()) return;
+    for (ncclComm* z : zombies)
+      if (z->launcher && !z->launcher->waitIdle(0)) return;  // freeing anything would wait for this one's kernels
+    ready.swap(zombies);
+  }
+  for (ncclComm* z : ready) {
+    INFO(NCCL_INIT, "rank %d: the aborted communicator's memory is freed now that no kernel runs", z->rank);
+    commFree(z);
+    delete z;
+  }
+}
+}  // namespace
+
 static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
   if (comm->initThread.joinable()) comm->initThread.join();
   if (abort || comm->asyncError.load() != ncclSuccess) {
@@ -109,15 +135,25 @@ static ncclResult_t commTeardown(ncclComm_t comm, bool abort) {
     commSetAbort(comm, 1);
   }
   // After an abort every kernel's wait gives up; one that does not stop (a GPU hung elsewhere) keeps its memory.
-  if (comm->launcher && !comm->launcher->waitIdle(abort ? 10.0 : -1)) {
+  const bool stopped = !comm->launcher || comm->launcher->waitIdle(abort ? 10.0 : -1);
+  groupForget(comm);
+  commRegister(comm, false);
+  if (abort && comm->backend == plexusBackendCuda && (!stopped || commCudaKernelsBusy())) {
+    WARN("rank %d: %s; the communicator's GPU memory is freed once no kernel runs", comm->rank,
+         stopped ? "another communicator's kernels are still running (freeing memory now would wait for them)"
+                 : "its kernels did not stop within 10 s of the abort");
+    std::lock_guard<std::mutex> lock(zombieMutex);
+    zombies.push_back(comm);
+    return ncclSuccess;
+  }
+  if (!stopped) {
     WARN("rank %d: the communicator's kernels did not stop within 10 s of the abort; its device memory is left "
          "allocated so that they never touch freed memory", comm->rank);
     comm->kernelsStuck = true;
   }
-  groupForget(comm);
-  commRegister(comm, false);
   commFree(comm);
   delete comm;
+  reapZombies();
   return ncclSuccess;
 }
 

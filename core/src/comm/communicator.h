@@ -142,6 +142,9 @@ ncclResult_t checkComm(ncclComm* comm, const char* api, bool requireReady = true
 // is an error, never a read of freed memory.
 void commRegister(ncclComm* comm, bool live);
 bool commIsLive(const ncclComm* comm);
+// Whether a live CUDA communicator of this process has kernels in flight (freeing GPU or pinned memory would wait
+// for them).
+bool commCudaKernelsBusy();
 
 // Tears down what init built (channels, connections, executor, plugins' contexts, bootstrap).
 void commFree(ncclComm* comm);

@@ -320,6 +320,16 @@ void commRegister(ncclComm* comm, bool live) {
   }
 }
 
+bool commCudaKernelsBusy() {
+  std::lock_guard<std::mutex> lock(liveMutex);
+  for (const ncclComm* c : liveComms())
+    // Only a ready communicator's launcher is safe to look at from here (init may still be building it).
+    if (c->backend == plexusBackendCuda && c->state.load() == ncclComm::State::Ready && c->launcher &&
+        !c->launcher->waitIdle(0))
+      return true;
+  return false;
+}
+
 bool commIsLive(const ncclComm* comm) {
   thread_local const ncclComm* cached = nullptr;
   thread_local uint64_t cachedEpoch = 0;
