@@ -93,6 +93,7 @@ if ((rc)); then
 fi
 # What the install and the checks need (the doctest suites are not built here).
 targets=(plexus plexus-algo-ring plexus-algo-direct plexus-algo-tree plexus-algo-p2p plexus-p2p-nvlink nccl-tuner-csv
+  nccl-profiler-trace
   plexus-perf plexus-info plexus-net-check plexus-plugin-check plexus-gpu-tests cuda_memcpy_bw)
 # p2p-nvlink's GPU test is a doctest binary: built where doctest is (carried in .gpu-carry/).
 ninja -C "$build" -t targets all 2>/dev/null | grep -q '^plexus-p2p-nvlink-gpu-tests:' && targets+=(plexus-p2p-nvlink-gpu-tests)

@@ -3,7 +3,8 @@
 # examples/algo-recursive-doubling against the install tree alone (find_package(plexus)), compile an
 # application and a plugin through pkg-config, then run the installed plexus-perf with a config
 # file that loads the example by path and routes small AllReduces to it, checking every result and
-# that the example really ran.
+# that the example really ran; then build examples/transport-unix the same way and run every collective over
+# it, chosen by a config file.
 #   test_sdk.sh <build dir> <source dir>
 set -euo pipefail
 build=$1
@@ -65,4 +66,45 @@ grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; fail "wrong re
 grep -q "algorithm plugin 'recursive-doubling': loaded $plugin" <<<"$out" || { echo "$out"; fail "not loaded"; }
 grep -q -- "-> recursive-doubling/.*rule 1 of $tmp/plexus.json" <<<"$out" || { echo "$out"; fail "the rule did not route to it"; }
 grep -q "AllReduce of 524288 B .*: cost model: " <<<"$out" || { echo "$out"; fail "beyond the rule the cost model should decide"; }
-echo "test_sdk: OK (install, find_package, pkg-config, out-of-tree plugin loaded by the config and checked)"
+
+# The transport example, built the same way and chosen by the configuration file: every collective and
+# point-to-point pattern over it (3 ranks as threads), every protocol, and 2 processes; results checked.
+cmake -S "$src/examples/transport-unix" -B "$tmp/tu" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/tu.log" 2>&1 &&
+  cmake --build "$tmp/tu" >>"$tmp/tu.log" 2>&1 || { cat "$tmp/tu.log"; fail "building the transport example failed"; }
+transport=$tmp/tu/libplexus-transport-unix.so
+[[ -f $transport ]] || fail "the transport example built no $transport"
+cat >"$tmp/transport.json" <<JSON
+{ "version": 1, "plugins": { "transports": ["$transport"] } }
+JSON
+over_unix() {  # over_unix <what> <env and plexus-perf arguments...>: runs, checks results and the transport used
+  local what=$1
+  shift
+  out=$(env PLEXUS_CONFIG="$tmp/transport.json" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P "$@" 2>&1) ||
+    { echo "$out"; fail "$what over the transport example failed"; }
+  grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; fail "$what: wrong results over the example"; }
+  grep -q "through transport 'unix-socket'" <<<"$out" || { echo "$out"; fail "$what: the example did not serve"; }
+  grep -q "through transport '\(p2p-nvlink\|net\)'" <<<"$out" && { echo "$out"; fail "$what: another transport served"; }
+  return 0
+}
+for coll in all_reduce broadcast reduce all_gather reduce_scatter alltoall gather scatter sendrecv; do
+  over_unix "$coll" "$prefix/bin/plexus-perf" "$coll" -t 3 -b 8 -e 1M -f 16 -n 2 -w 1 -c 1
+done
+over_unix hypercube "$prefix/bin/plexus-perf" hypercube -t 4 -b 8 -e 1M -f 16 -n 2 -w 1 -c 1  # 2^k ranks
+for proto in LL LL128 Simple; do
+  over_unix "AllReduce/$proto" NCCL_PROTO=$proto "$prefix/bin/plexus-perf" all_reduce -t 3 -b 8 -e 1M -f 16 -n 2 -w 1 \
+    -c 1 -d all -o all
+done
+port=$((20000 + RANDOM % 30000))
+pids=()
+for r in 0 1; do
+  PLEXUS_CONFIG="$tmp/transport.json" NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=INIT,P2P timeout 120 "$prefix/bin/plexus-perf" all_reduce -b 8 -e 4M -f 8 -n 2 -w 1 -c 1 \
+    >"$tmp/procs.$r" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { cat "$tmp"/procs.*; fail "2 processes over the transport example failed"; }; done
+grep -q "Out of bounds values : 0 OK" "$tmp/procs.0" || { cat "$tmp"/procs.*; fail "2 processes: wrong results"; }
+grep -q "rank 0: rank 1 through transport 'unix-socket'" "$tmp/procs.0" ||
+  { cat "$tmp"/procs.*; fail "2 processes: the example did not serve"; }
+echo "test_sdk: OK (install, find_package, pkg-config, out-of-tree algorithm and transport plugins loaded by the" \
+  "config and checked)"

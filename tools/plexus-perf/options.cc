@@ -81,6 +81,8 @@ void printUsage(FILE* out) {
                "  -a,--average <0|1|2|3>    time reported: rank 0, mean, min, max over ranks (default 1)\n"
                "  -R,--local_register <0|1|2> buffers from ncclMemAlloc, registered with ncclCommRegister (1)\n"
                "                            or ncclCommWindowRegister, symmetric (2); 0: malloc (default 0)\n"
+               "  --trace <prefix>          write a timeline per rank (Chrome trace JSON, for Perfetto) to\n"
+               "                            <prefix>-<commHash>-rank<r>.json, through the profiler-trace plugin\n"
                "  --cuda_device <n>         CUDA backend: every rank of this process on CUDA device n\n"
                "                            (default: rank's device index modulo the number of CUDA devices)\n"
                "  -h,--help                 this message\n"
@@ -118,6 +120,7 @@ Options parseOptions(int argc, char** argv, bool quiet) {
                                     {"average", required_argument, nullptr, 'a'},
                                     {"local_register", required_argument, nullptr, 'R'},
                                     {"cuda_device", required_argument, nullptr, 1000},
+                                    {"trace", required_argument, nullptr, 1001},
                                     {"help", no_argument, nullptr, 'h'},
                                     {nullptr, 0, nullptr, 0}};
   opterr = 0;  // we word the errors ourselves
@@ -139,6 +142,12 @@ Options parseOptions(int argc, char** argv, bool quiet) {
       case 'a': o.average = int(parseInt("-a", optarg, 0, 3)); break;
       case 'R': o.localRegister = int(parseInt("-R", optarg, 0, 2)); break;
       case 1000: o.cudaDevice = int(parseInt("--cuda_device", optarg, 0, 1 << 16)); break;
+      case 1001:
+        // Before any communicator: the profiler plugin is loaded at the first one's init.
+        if (!*optarg) usageError("--trace needs a file prefix");
+        setenv("NCCL_PROFILER_PLUGIN", "trace", 1);
+        setenv("PLEXUS_PROFILER_TRACE", optarg, 1);
+        break;
       case 'r':
         o.root = std::string(optarg) == "all" ? -1 : int(parseInt("-r", optarg, -1, PLEXUS_MAX_HOST_DEVICES));
         break;

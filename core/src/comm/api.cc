@@ -13,6 +13,7 @@
 #include "planner/launch.h"
 #include "group/group.h"
 #include "misc/check.h"
+#include "misc/env.h"
 #include "device/runtime.h"
 #include "planner/planner.h"
 #include "stream/host_stream.h"
@@ -40,6 +41,9 @@ ncclResult_t ncclGetVersion(int* version) {
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (!uniqueId) return setError(nullptr, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  if (const ncclResult_t r = envPluginCheck(); r != ncclSuccess)
+    return setError(nullptr, r, "ncclGetUniqueId: the env plugin's init failed (NCCL_ENV_PLUGIN); fix it or set "
+                    "NCCL_ENV_PLUGIN=none");
   return bootstrapGetUniqueId(uniqueId);
 }
 

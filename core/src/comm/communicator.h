@@ -30,6 +30,7 @@ struct CommRegistry;  // comm/memory.cc
 struct HealthState;   // health/health.cc
 class DeviceRuntime;  // device/runtime.h
 struct DeviceState;   // device/dev_state.h
+class ProfilerApi;    // plugin/profiler.h
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -119,6 +120,15 @@ struct ncclComm {
   int p2pAlgo = -1;  // the algorithm plugin that runs sends and receives
   // plexusCommGetStats: point-to-point bytes received zero-copy, and through slots (host backend).
   std::atomic<uint64_t> p2pZeroCopyBytes{0}, p2pSlotBytes{0};
+  // NCCL_PROFILER_PLUGIN (profiler/profiler.h): the process's plugin while this communicator holds it, its context,
+  // and each function's count of operations (the descriptors' seqNumber).
+  const plexus::ProfilerApi* profiler = nullptr;
+  void* profilerContext = nullptr;
+  uint64_t profilerSeq[ncclNumFuncs] = {};
+  // Each operation's Coll/P2p event by opSeq (a ring larger than the operations that can be in flight): the parent of
+  // the KernelCh events the executor emits.
+  static constexpr size_t kProfilerOps = 4096;
+  void* profilerOps[kProfilerOps] = {};
   // What the watchdog knows of every rank (health/health.h); set once init has completed.
   std::unique_ptr<plexus::HealthState> health;
 

@@ -22,6 +22,7 @@
 #include "misc/rand.h"
 #include "planner/launch.h"
 #include "planner/planner.h"
+#include "profiler/profiler.h"
 #include <plexus/device/arch.h>
 #include "topo/hw_topo.h"
 #include "transport/p2p_host.h"
@@ -217,6 +218,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
     for (int r = 0; r < comm->nRanks; r++) comm->topo.rankPlace[r] = hellos[r].place;
   }
   comm->topo.deviceChannels = comm->backend == plexusBackendCuda;
+  profilerCommInit(comm);  // before the proxy starts, as NCCL (it emits events too)
 
   comm->buffSize = (size_t)envInt("BUFFSIZE", 4 << 20);
   if (comm->buffSize < 4096 * PLEXUS_STEPS || comm->buffSize > (1u << 30))
@@ -377,6 +379,7 @@ void commFree(ncclComm* comm) {
   for (AlgoInstance& a : comm->algos)
     if (a.ctx) a.plugin->api->finalize(a.ctx);
   comm->algos.clear();
+  profilerCommFinalize(comm);
   comm->bootstrap.reset();
 }
 
@@ -403,6 +406,9 @@ ncclResult_t commInitRankIds(ncclComm_t* out, int nranks, int rank, const ncclUn
                              const ncclConfig_t* config, const char* api) {
   if (!out) return setError(nullptr, ncclInvalidArgument, "%s: comm is NULL", api);
   *out = nullptr;
+  if (const ncclResult_t r = envPluginCheck(); r != ncclSuccess)
+    return setError(nullptr, r, "%s: the env plugin's init failed (NCCL_ENV_PLUGIN); fix it or set "
+                    "NCCL_ENV_PLUGIN=none", api);
   if (nranks < 1) return setError(nullptr, ncclInvalidArgument, "%s: nranks %d must be at least 1", api, nranks);
   if (rank < 0 || rank >= nranks)
     return setError(nullptr, ncclInvalidArgument, "%s: rank %d is out of range [0, %d)", api, rank, nranks);

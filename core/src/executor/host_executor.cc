@@ -9,6 +9,7 @@
 #include "health/health.h"
 #include "misc/check.h"
 #include "planner/planner.h"
+#include "profiler/profiler.h"
 #include "proxy/proxy.h"
 
 namespace plexus {
@@ -59,7 +60,24 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
   act.more.store(more, std::memory_order_relaxed);
   act.running.store(true, std::memory_order_release);
   const AlgoInstance& algo = comm_->algos[w->algorithm];
+  // The profiler's KernelCh event: this channel's part of the launch, under its first operation's Coll/P2p event.
+  void* kernelCh = nullptr;
+  if (profilerMask() & ncclProfileKernelCh) [[unlikely]] {
+    ncclProfilerEventDescr_v6_t d{};
+    d.type = ncclProfileKernelCh;
+    d.rank = comm_->rank;
+    d.parentObj = comm_->profilerOps[w->opSeq % ncclComm::kProfilerOps];
+    d.kernelCh.channelId = (uint8_t)channel;
+    d.kernelCh.pTimer = profilerNowNs();
+    kernelCh = profilerStart(comm_, &d);
+  }
   const ncclResult_t r = algo.plugin->api->runHost(algo.ctx, args, channel);
+  if (kernelCh) {
+    ncclProfilerEventStateArgs_v6_t stop{};
+    stop.kernelCh.pTimer = profilerNowNs();
+    profilerRecord(comm_, kernelCh, ncclProfilerKernelChStop, &stop);
+    profilerStop(comm_, kernelCh);
+  }
   const char* who = algo.plugin->name.c_str();
   act.running.store(false, std::memory_order_release);
   if (r == ncclSuccess) return ncclSuccess;

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "device/runtime.h"
 #include "misc/check.h"
 #include "planner/planner.h"
+#include "profiler/profiler.h"
 
 namespace plexus {
 
@@ -21,6 +23,44 @@ struct Job {
   std::shared_ptr<ncclResult_t> result;
 };
 thread_local std::vector<Job> groupJobs;
+// The profiler's GroupApi event: opened by the group's first operation, closed when its ncclGroupEnd returns.
+thread_local struct {
+  ncclComm* comm = nullptr;  // whose plugin opened it; nullptr: none open
+  void* handle = nullptr;
+} apiGroup;
+
+bool streamCaptured(ncclComm* comm, cudaStream_t stream) {
+  bool capturing = false;
+  void* graph = nullptr;
+  return comm->backend == plexusBackendCuda && comm->runtime->captureStatus(stream, &capturing, &graph) == ncclSuccess &&
+         capturing;
+}
+
+void apiGroupOpen(ncclComm* comm, cudaStream_t stream) {
+  if (apiGroup.comm || !comm->profiler) return;
+  ncclProfilerEventDescr_v6_t d{};
+  d.type = ncclProfileGroupApi;
+  d.groupApi.graphCaptured = streamCaptured(comm, stream);
+  d.groupApi.groupDepth = depth + 1;  // NCCL counts the implicit group it opens around every call
+  apiGroup.comm = comm;
+  apiGroup.handle = profilerStart(comm, &d);
+  profilerRecord(comm, apiGroup.handle, ncclProfilerGroupStartApiStop);
+}
+
+// The outermost ncclGroupEnd (or a call outside any group) is about to plan: the GroupApi event says so, and its
+// destruction closes the event.
+struct ApiGroupEnd {
+  ApiGroupEnd() {
+    if (apiGroup.comm) profilerRecord(apiGroup.comm, apiGroup.handle, ncclProfilerGroupEndApiStart);
+  }
+  ~ApiGroupEnd() {
+    if (!apiGroup.comm) return;
+    // The communicator may have been destroyed inside the group; its plugin's table is the process's.
+    if (commIsLive(apiGroup.comm)) profilerStop(apiGroup.comm, apiGroup.handle);
+    apiGroup.comm = nullptr;
+    apiGroup.handle = nullptr;
+  }
+};
 
 // What a task would take, from the algorithms' cost models as the planner consults them (the best
 // allowed algorithm and protocol); operations no algorithm costs (point-to-point) get a plain
@@ -62,6 +102,7 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
     return setError(nullptr, ncclInvalidUsage, "%s: no matching ncclGroupStart on this thread",
                     simulatedUs ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
   if (--depth > 0) return ncclSuccess;
+  const ApiGroupEnd profiled;
   ncclResult_t result = ncclSuccess;
   // Background jobs first (they may still use a parent's bootstrap), then the communicators' inits.
   std::vector<Job> jobs;
@@ -114,6 +155,12 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
 }
 }  // namespace
 
+void* groupApiEvent() { return apiGroup.handle; }
+
+namespace {
+ncclResult_t enqueueProfiled(ncclComm* comm, Task task);
+}
+
 ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
   if (comm->revoked.load()) {
     groupRecordError(ncclInvalidUsage);
@@ -121,6 +168,8 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
                     "nccl%s: the communicator was revoked (ncclCommRevoke); it refuses new operations and can only be "
                     "split, shrunk (ncclCommShrink) or destroyed", funcName(task.func));
   }
+  if (profilerMask() & kProfileGroupApiTree) [[unlikely]]
+    return enqueueProfiled(comm, task);
   comm->tasks.push_back(task);
   // Outside any group an operation is a group of one: plan it at once (a group outside a group has
   // no deferred inits, jobs or other communicators to wait for).
@@ -131,5 +180,49 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
   }
   return ncclSuccess;
 }
+
+namespace {
+// enqueueTask with the profiler's API events: GroupApi (opened here by the group's first operation) and the
+// operation's CollApi/P2pApi, which its Coll/P2p events name as parent.
+ncclResult_t enqueueProfiled(ncclComm* comm, Task task) {
+  apiGroupOpen(comm, task.stream);
+  const bool p2p = task.func == ncclFuncSend || task.func == ncclFuncRecv;
+  task.profApi = nullptr;
+  if (profilerMask() & (p2p ? kProfileP2pApiTree : kProfileCollApiTree)) {
+    ncclProfilerEventDescr_v6_t d{};
+    d.type = p2p ? ncclProfileP2pApi : ncclProfileCollApi;
+    d.parentObj = apiGroup.handle;
+    if (p2p) {
+      d.p2pApi.func = funcName(task.func);
+      d.p2pApi.count = task.count;
+      d.p2pApi.datatype = profilerTypeName(task.datatype);
+      d.p2pApi.stream = task.stream;
+      d.p2pApi.graphCaptured = streamCaptured(comm, task.stream);
+    } else {
+      d.collApi.func = funcName(task.func);
+      d.collApi.count = task.count;
+      d.collApi.datatype = profilerTypeName(task.datatype);
+      d.collApi.root = task.root;
+      d.collApi.stream = task.stream;
+      d.collApi.graphCaptured = streamCaptured(comm, task.stream);
+    }
+    task.profApi = profilerStart(comm, &d);
+  }
+  ncclResult_t r;
+  comm->tasks.push_back(task);
+  if (depth == 0) {
+    const ApiGroupEnd implicitGroup;
+    r = planAndLaunch(comm);
+    profilerStop(comm, task.profApi);
+    return r;
+  }
+  if (!comm->inGroup) {
+    comm->inGroup = true;
+    groupComms.push_back(comm);
+  }
+  profilerStop(comm, task.profApi);
+  return ncclSuccess;
+}
+}  // namespace
 
 }  // namespace plexus

@@ -32,6 +32,7 @@ struct Task {
   // Nonzero on the sends and receives of one collective lowered to point-to-point (planner.cc): a launch
   // takes them all or none, as every rank splits its launches at the same places.
   uint32_t unit;
+  void* profApi;  // the operation's CollApi/P2pApi profiler event: its Coll/P2p events' parent (NULL: none)
 };
 
 ncclResult_t groupStart();
@@ -56,6 +57,9 @@ void groupAddJob(std::function<ncclResult_t()> job);
 // for), but launches nothing: the collected operations are costed with the algorithms' models and
 // dropped. *estimatedUs: the slowest communicator's sum, in microseconds.
 ncclResult_t groupSimulateEnd(float* estimatedUs);
+
+// The profiler's GroupApi event of this thread's open group (NULL: none): the parent of its API and launch events.
+void* groupApiEvent();
 
 // Adds a validated task to comm; plans and launches at once when no group is open.
 ncclResult_t enqueueTask(ncclComm* comm, const Task& task);

@@ -83,6 +83,7 @@ class Launcher {
   // Waits until every launch so far has run (or failed), at most `seconds` (< 0: for ever); false when that time
   // passed first. Any thread.
   bool waitIdle(double seconds = -1);
+  unsigned threads() const { return threads_; }  // CUDA: threads per block
   uint64_t launches() const { return launchSeq_; }
   // What the last launch used, for tests and reports.
   struct Last {

@@ -3,6 +3,9 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cctype>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "comm/communicator.h"
@@ -14,6 +17,7 @@
 #include "device/runtime.h"
 #include "plugin/loader.h"
 #include "planner/launch.h"
+#include "profiler/profiler.h"
 #include "transport/transport.h"
 
 namespace plexus {
@@ -226,6 +230,69 @@ float plannerEstimate(ncclComm* comm, const Task& task) {
   return 2.0f + (float)collectiveBytes(task.func, task.count, task.datatype, comm->nRanks) / 6e3f;
 }
 
+namespace {
+
+// The profiler's Group event around one communicator's launches (no parent; its Coll and P2p events name it as
+// parentGroup).
+struct ProfiledGroup {
+  ncclComm* comm;
+  void* handle = nullptr;
+  ProfiledGroup(ncclComm* c, int mask) : comm(c) {
+    if (!(mask & kProfileGroupTree)) return;
+    ncclProfilerEventDescr_v6_t d{};
+    d.type = ncclProfileGroup;
+    handle = profilerStart(comm, &d);
+  }
+  ~ProfiledGroup() { profilerStop(comm, handle); }
+};
+
+// NCCL's algorithm names for ours ("RING", "TREE", ...), kept for the process: plugins may keep the pointers.
+const char* profilerAlgoName(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string>* names = new std::set<std::string>();
+  std::string upper = name;
+  for (char& c : upper) c = (char)toupper((unsigned char)c);
+  std::lock_guard<std::mutex> lock(mu);
+  return names->insert(upper).first->c_str();
+}
+
+// A Coll or P2p event: started and stopped at once, as NCCL's mean "handed to the device" (its children, where
+// there are any, come later and name it as parent).
+void profileEnqueued(ncclComm* comm, const Task& t, const Decision& d, uint64_t opSeq, void* group) {
+  ncclProfilerEventDescr_v6_t e{};
+  e.rank = comm->rank;
+  e.parentObj = t.profApi;
+  if (isP2p(t.func)) {
+    e.type = ncclProfileP2p;
+    e.p2p.func = funcName(t.func);
+    e.p2p.buff = t.func == ncclFuncSend ? const_cast<void*>(t.sendbuff) : t.recvbuff;
+    e.p2p.datatype = profilerTypeName(t.datatype);
+    e.p2p.count = t.count;
+    e.p2p.peer = t.peer;
+    e.p2p.nChannels = (uint8_t)d.nChannels;
+    e.p2p.parentGroup = group;
+  } else {
+    e.type = ncclProfileColl;
+    e.coll.seqNumber = comm->profilerSeq[t.func]++;
+    e.coll.func = funcName(t.func);
+    e.coll.sendBuff = t.sendbuff;
+    e.coll.recvBuff = t.recvbuff;
+    e.coll.count = t.count;
+    e.coll.root = t.root;
+    e.coll.datatype = profilerTypeName(t.datatype);
+    e.coll.nChannels = (uint8_t)d.nChannels;
+    e.coll.nWarps = (uint8_t)(comm->backend == plexusBackendCuda ? comm->launcher->threads() / 32 : 1);
+    e.coll.algo = profilerAlgoName(comm->algos[d.algo].plugin->name);
+    e.coll.proto = profilerProtoName(d.proto);
+    e.coll.parentGroup = group;
+  }
+  void* handle = profilerStart(comm, &e);
+  comm->profilerOps[opSeq % ncclComm::kProfilerOps] = handle;
+  profilerStop(comm, handle);
+}
+
+}  // namespace
+
 ncclResult_t planAndLaunch(ncclComm* comm) {
   // Connections made on demand and the launches belong to the communicator's device.
   DeviceGuard device(comm);
@@ -259,6 +326,8 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
       if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
     NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
   }
+  const int profMask = profilerMask();
+  ProfiledGroup group(comm, profMask);
   size_t i = 0;
   std::vector<plexusDevWork_v1_t>& works = comm->plannedWorks;
   while (i < tasks.size()) {
@@ -304,8 +373,20 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
             "channel(s), chunk %zu B", funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype,
             (int)t.userOp, t.root, t.sendbuff, t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol,
             d.nChannels, d.chunkBytes);
+      if (profMask & (isP2p(t.func) ? kProfileP2pTree : kProfileCollTree)) [[unlikely]]
+        profileEnqueued(comm, t, d, w.opSeq, group.handle);
     }
-    NCCLCHECK(comm->launcher->launch(tasks[i].stream, works.data(), (uint32_t)works.size()));
+    void* launch = nullptr;
+    if (profMask & ncclProfileKernelLaunch) [[unlikely]] {
+      ncclProfilerEventDescr_v6_t e{};
+      e.type = ncclProfileKernelLaunch;
+      e.parentObj = groupApiEvent();
+      e.kernelLaunch.stream = tasks[i].stream;
+      launch = profilerStart(comm, &e);
+    }
+    const ncclResult_t launched = comm->launcher->launch(tasks[i].stream, works.data(), (uint32_t)works.size());
+    profilerStop(comm, launch);
+    NCCLCHECK(launched);
     i = j;
   }
   return ncclSuccess;
