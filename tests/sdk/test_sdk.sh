@@ -73,6 +73,11 @@ cmake -S "$src/examples/transport-unix" -B "$tmp/tu" -G Ninja -DCMAKE_PREFIX_PAT
   cmake --build "$tmp/tu" >>"$tmp/tu.log" 2>&1 || { cat "$tmp/tu.log"; fail "building the transport example failed"; }
 transport=$tmp/tu/libplexus-transport-unix.so
 [[ -f $transport ]] || fail "the transport example built no $transport"
+check=$(env -u PLEXUS_PLUGIN_PATH "$prefix/bin/plexus-plugin-check" "$transport" 2>&1) ||
+  { echo "$check"; fail "plexus-plugin-check failed the transport example"; }
+for rule in load canConnect steps close finalize; do
+  grep -q "^PASS $rule:" <<<"$check" || { echo "$check"; fail "plexus-plugin-check: no PASS line for $rule (transport)"; }
+done
 cat >"$tmp/transport.json" <<JSON
 { "version": 1, "plugins": { "transports": ["$transport"] } }
 JSON

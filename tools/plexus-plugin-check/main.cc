@@ -1,5 +1,6 @@
-// plexus-plugin-check: conformance of an algorithm plugin to Plexus's algorithm ABI, as plexus-net-check is for
-// NCCL's net ABI. It loads the plugin as the core does and checks, one PASS/FAIL line per rule:
+// plexus-plugin-check: conformance of an algorithm or transport plugin to Plexus's ABIs, as plexus-net-check is for
+// NCCL's net ABI. For a transport plugin (a file exporting plexusTransportPlugin_v1): transport_check.cc. For an
+// algorithm plugin it loads the plugin as the core does and checks, one PASS/FAIL line per rule:
 //   load    the symbol, ABI version, table size and required members (the core's own adapters);
 //   graphs  for 1..16 ranks on 1..4 nodes (ranks in blocks and interleaved), 1, 2 and 4 channels, and with places
 //           that split a node in two: every rank builds the same graph; each ring holds every rank once; each tree
@@ -22,6 +23,7 @@
 #include "misc/check.h"
 #include "planner/planner.h"
 #include "plugin/loader.h"
+#include "transport_check.h"
 
 namespace {
 
@@ -208,9 +210,11 @@ void checkCost(const AlgoApi& api) {
 }
 
 int usage(FILE* f, int code) {
-  fprintf(f, "usage: plexus-plugin-check <algorithm plugin: name (ring -> libplexus-algo-ring.so) or path>\n"
-             "Checks the plugin against Plexus's algorithm ABI: one PASS/FAIL line per rule (load, graphs, cost,\n"
-             "finalize); exit status 0 when all pass.\n");
+  fprintf(f, "usage: plexus-plugin-check <plugin: name or path>\n"
+             "  an algorithm plugin (ring -> libplexus-algo-ring.so): rules load, graphs, cost, finalize;\n"
+             "  a transport plugin (p2p-nvlink -> libplexus-p2p-nvlink.so, or any file exporting\n"
+             "  plexusTransportPlugin_v1): rules load, canConnect, steps, close, finalize.\n"
+             "One PASS/FAIL line per rule; exit status 0 when all pass.\n");
   return code;
 }
 
@@ -220,6 +224,11 @@ int main(int argc, char** argv) {
   if (argc != 2) return usage(stderr, 2);
   if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(stdout, 0);
   plexus::addToolPluginDir(PLEXUS_TOOL_LIBDIR);
+  if (isTransportPlugin(argv[1])) {
+    printf("# plexus-plugin-check: transport plugin '%s'\n", argv[1]);
+    const int r = checkTransport(argv[1], report);
+    return r || failures ? 1 : 0;
+  }
   std::vector<const plexus::AlgoPlugin*> plugins;
   printf("# plexus-plugin-check: algorithm plugin '%s'\n", argv[1]);
   if (plexus::loadAlgorithms({argv[1]}, &plugins) != ncclSuccess) {

@@ -42,10 +42,10 @@ struct Topology {
   // CUDA backend: a channel is a block of the rank's kernel on its GPU, not a host thread, so cores bound nothing.
   bool deviceChannels = false;
 
-  // True when the machine's ranks, each running nChannels host channels (and, across nodes, each
-  // process its proxy thread), outnumber its cores.
-  bool coresShared(int nChannels) const {
-    return !deviceChannels && (long)machineRanks * nChannels + (nNodes > 1 ? machineProcs : 0) > cores;
+  // True when the machine's ranks, each running nChannels host channels (and, across nodes or where `proxy` says
+  // a proxy-driven transport serves, each process its proxy thread), outnumber its cores.
+  bool coresShared(int nChannels, bool proxy = false) const {
+    return !deviceChannels && (long)machineRanks * nChannels + (nNodes > 1 || proxy ? machineProcs : 0) > cores;
   }
 };
 

@@ -10,6 +10,7 @@
 #include "device/dev_state.h"
 #include "health/health.h"
 #include "misc/check.h"
+#include "misc/env.h"
 #include "proxy/proxy.h"
 
 namespace plexus {
@@ -148,7 +149,10 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
         pc.channel = req.channel;
         pc.isSend = req.isSend;
         proxyAdd(&pc);
-        comm->proxyConnections++;
+        // The proxy thread needs a core too (within a node this is known only now, a proxy-driven transport
+        // having been chosen for a peer): waits that spin long would starve it.
+        if (comm->proxyConnections++ == 0 && !envGet("SPIN") && comm->topo.coresShared(comm->channels.count, true))
+          __atomic_store_n(&comm->devComm.spinPolls, (uint32_t)PLEXUS_SPIN_SHARED, __ATOMIC_RELAXED);
       }
       done[i] = true;
       left--;
