@@ -9,22 +9,15 @@
 #include <cstring>
 #include <memory>
 
+#include "misc/debug.h"
 #include "netcheck.h"
 
 namespace netcheck {
+using plexus::format;
+
 namespace {
 
 constexpr int kTag = 1;  // NCCL's tags: isend passes the sender's rank, irecv the peer's rank: they match
-
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char text[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
-  return text;
-}
 
 double ms(double seconds) { return seconds * 1e3; }
 

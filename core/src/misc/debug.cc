@@ -14,6 +14,16 @@
 
 namespace plexus {
 
+std::string format(const char* fmt, ...) {
+  char buf[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+
 std::atomic<int> debugLevel{-1};
 static std::atomic<unsigned long> debugMask{NCCL_INIT | NCCL_BOOTSTRAP | NCCL_ENV};  // NCCL's default subsystems
 static FILE* debugFile = stderr;

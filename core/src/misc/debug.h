@@ -5,8 +5,12 @@
 #include <plexus/types.h>
 
 #include <atomic>
+#include <string>
 
 namespace plexus {
+
+// printf into a std::string (messages and report lines), at most 4 KiB.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 extern std::atomic<int> debugLevel;  // -1 until initialised from the environment
 void debugInit();

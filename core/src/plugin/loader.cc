@@ -278,16 +278,6 @@ std::string loadedPath(void* lib, const std::string& fallback) {
   return fallback;
 }
 
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 }  // namespace
 
 NcclLibrary openNcclLibrary(const std::string& spec, const std::string& prefix) {

@@ -30,16 +30,6 @@ const NetVersion netVersions[] = {{12, netAdapt_v12}, {11, netAdapt_v11}, {10, n
                                   {8, netAdapt_v8},   {7, netAdapt_v7},   {6, netAdapt_v6}};
 constexpr int kNewestKnown = 12;
 
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 std::unique_ptr<NetPlugin> openNet(const std::string& spec, std::string* report) {
   NcclLibrary opened = openNcclLibrary(spec, "libnccl-net");
   const std::string what = spec.empty() ? "net plugin libnccl-net.so" : "net plugin '" + spec + "'";

@@ -39,16 +39,6 @@ void* library = nullptr;
 std::unique_ptr<const ProfilerApi> api;
 std::string label, report;
 
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 // Under loadMutex: opens the plugin NCCL_PROFILER_PLUGIN names; false (with report set) when there is none.
 bool load() {
   const std::optional<std::string> env = envGet("PROFILER_PLUGIN");
