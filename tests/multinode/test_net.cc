@@ -101,6 +101,7 @@ TEST_CASE("net: plugins that bend NCCL's rules as real ones do: each behaviour, 
       {"field-v6", "setenv-init"},
       {"field-v12", "host-flush-fails"},  // forceFlush, yet iflush of host memory fails: NCCL never asks for one
       {"field-v12", "odd-props,no-size"},
+      {"field-v12", "prof-callback"},  // NCCL always passes a profiler callback; a NULL one would crash this plugin
       {"field-v6", "blocking-accept,no-size,requests-8,odd-props,setenv-init"},
   };
   for (const Field& f : fields) {

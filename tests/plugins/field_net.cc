@@ -12,12 +12,15 @@
 //   pci-devices      one device per PCI bus id in FIELD_DEVICES (space-separated; default two), each with that
 //                    pciPath, all carried by the socket net's first device
 //   props-fail-0     getProperties(0) fails (a NIC whose port is down, say): the runtime must never use device 0
+//   prof-callback    (v12) calls the profiler callback init got around every isend and irecv without checking it,
+//                    as plugins written for NCCL (which always passes one) may
 // FIELD_USES_FILE: each listen and connect appends "listen <dev>" / "connect <dev>" to that file (which device the
 // runtime chose, for the tests).
 // Everything forwards to libplexus's built-in socket net (plexusSocketNet_v12, found with dlsym(RTLD_DEFAULT)).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <plexus/net.h>
+#include <plexus/profiler_common.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -81,6 +84,18 @@ void finished(void* request) {
   commOf.erase(it);
 }
 
+ncclProfilerCallback_t profiler = nullptr;
+// prof-callback: a NetPlugin event around a request, as a socket net built with NCCL's NET_PROFILER would emit.
+void profiled(void* phandle, int op, size_t bytes) {
+  if (!has("prof-callback")) return;
+  ncclProfilerNetSockDescr_v1_t d{};
+  d.type = 1;  // ncclProfileSocket
+  d.sock.op = op;
+  d.sock.length = bytes;
+  void* handle = nullptr;
+  profiler(&handle, 0 /* start */, phandle, (int64_t)((2u << 16) | 1) /* NCCL_PROFILER_NET_TYPE_SOCK | v1 */, &d);
+  profiler(&handle, 3 /* update and stop */, phandle, 0, &d);
+}
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t log,
                   ncclProfilerCallback_t prof) {
   logger = log;
@@ -90,6 +105,7 @@ ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, 
   quirks = q ? q : "";
   if (has("setenv-init"))
     for (int i = 0; i < 64; i++) setenv("FIELD_NET_CONFIGURED", std::to_string(i).c_str(), 1);
+  profiler = prof;
   return sock->init(ctx, commId, config, log, prof);
 }
 // pci-devices: the devices' sysfs paths and names.
@@ -192,6 +208,7 @@ ncclResult_t isend(void* comm, void* data, size_t size, int tag, void* mhandle, 
   if (admit(comm) != ncclSuccess) return ncclInternalError;
   ncclResult_t r = sock->isend(comm, data, size, tag, mhandle, phandle, request);
   if (r == ncclSuccess) posted(comm, *request);
+  if (r == ncclSuccess && *request) profiled(phandle, 0, size);
   return r;
 }
 ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
@@ -200,6 +217,7 @@ ncclResult_t irecv(void* comm, int n, void** data, size_t* sizes, int* tags, voi
   if (admit(comm) != ncclSuccess) return ncclInternalError;
   ncclResult_t r = sock->irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
   if (r == ncclSuccess) posted(comm, *request);
+  if (r == ncclSuccess && *request) profiled(phandles ? phandles[0] : nullptr, 1, sizes[0]);
   return r;
 }
 ncclResult_t iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request) {

@@ -1,6 +1,7 @@
-// ncclNetPlugin_v10 (NCCL 2.26-2.27): v9 with a profiler callback at init (Plexus passes none), the
-// communicator's config (traffic class) at each connect, and profiler handles on isend/irecv (NULL).
+// ncclNetPlugin_v10 (NCCL 2.26-2.27): v9 with a profiler callback at init (Plexus passes one that records
+// nothing), the communicator's config (traffic class) at each connect, and profiler handles on isend/irecv (NULL).
 #include "plugin/net_adapt.h"
+#include "profiler/profiler.h"
 
 namespace plexus {
 
@@ -11,7 +12,7 @@ struct V10 {
   using Props = ncclNetProperties_v10_t;
   static constexpr int version = 10;
   static constexpr bool perCommInit = false;
-  static ncclResult_t init(const Table* t, ncclDebugLogger_t logger) { return t->init(logger, nullptr); }
+  static ncclResult_t init(const Table* t, ncclDebugLogger_t logger) { return t->init(logger, profilerNetCallback); }
   static void widen(const Props& p, ncclNetProperties_v12_t* out) { netPropsWidenV9(p, out); }
   static ncclResult_t connect(const Table* t, ncclNetCommConfig_v12_t* config, int dev, void* handle,
                               void** sendComm) {

@@ -2,6 +2,7 @@
 // take it; finalize, optional, ends it). Its properties lack v12's rail and plane ids and have 4
 // devices per virtual NIC.
 #include "plugin/net_adapt.h"
+#include "profiler/profiler.h"
 
 namespace plexus {
 
@@ -15,7 +16,7 @@ struct V11 {
   static ncclResult_t init(const Table* t, void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config,
                            ncclDebugLogger_t logger) {
     ncclNetCommConfig_v11_t c{config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    return t->init(ctx, commId, &c, logger, nullptr);
+    return t->init(ctx, commId, &c, logger, profilerNetCallback);
   }
   static void widen(const Props& p, ncclNetProperties_v12_t* out) {
     netPropsWidenV9(p, out);

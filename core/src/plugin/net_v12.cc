@@ -1,6 +1,7 @@
 // ncclNetPlugin_v12 (NCCL 2.30, the newest): a context per communicator (init, listen and connect
 // take it; finalize, optional, ends it).
 #include "plugin/net_adapt.h"
+#include "profiler/profiler.h"
 
 namespace plexus {
 
@@ -14,7 +15,7 @@ struct V12 {
   static ncclResult_t init(const Table* t, void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config,
                            ncclDebugLogger_t logger) {
     ncclNetCommConfig_v12_t c{config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    return t->init(ctx, commId, &c, logger, nullptr);
+    return t->init(ctx, commId, &c, logger, profilerNetCallback);
   }
   static void widen(const Props& p, ncclNetProperties_v12_t* out) {
     *out = p;

@@ -46,6 +46,11 @@ void profilerRecord(ncclComm* comm, void* handle, ncclProfilerEventState_t state
 // epoch too).
 uint64_t profilerNowNs();
 
+// The profiler callback net plugins of ABI v10+ get at init (NCCL always passes one; some plugins call it without
+// looking). The core gives them no step handles (pHandle NULL), so no NetPlugin event can hang off one: a start leaves
+// *eHandle as it is, and every call succeeds.
+ncclResult_t profilerNetCallback(void** eHandle, int type, void* pHandle, int64_t pluginId, void* extData);
+
 // NCCL's strings for descriptors ("ncclFloat32", "RING", "SIMPLE").
 const char* profilerTypeName(int datatype);
 const char* profilerProtoName(int proto);

@@ -68,7 +68,7 @@ typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v10_t;
 typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v11_t;
 typedef ncclNetDeviceHandle_v7_t ncclNetDeviceHandle_v12_t;
 
-/* Profiler callback handed to init from v10 on; a runtime without a profiler passes NULL. */
+/* Profiler callback handed to init from v10 on (NCCL always passes one; what it does: profiler_common.h). */
 enum {
   ncclProfilerNetEventStart = 0,
   ncclProfilerNetEventStop,

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "net_common.h"
 #include "types.h"
 
 /* Event types: the descriptor's `type` and the bits of the activation mask. */
@@ -77,13 +78,8 @@ typedef ncclProfilerEventState_t ncclProfilerEventState_v4_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v5_t;
 typedef ncclProfilerEventState_t ncclProfilerEventState_v6_t;
 
-/* The net plugin's profiler callback (net ABI v10+): cb(&handle, type, phandle, pluginId, extData). */
-enum {
-  ncclProfilerNetEventStart = 0,
-  ncclProfilerNetEventStop,
-  ncclProfilerNetEventUpdate,
-  ncclProfilerNetEventUpdateAndStop
-};
+/* The net plugin's profiler callback (net ABI v10+, ncclProfilerCallback_t and its event types: net_common.h):
+ * cb(&handle, type, phandle, pluginId, extData), pluginId = NCCL_PROFILER_NET_TYPE_* | the descriptor's version. */
 #define NCCL_PROFILER_NET_VER_MASK (0xffff)
 #define NCCL_PROFILER_NET_TYPE_MASK (0xffff0000)
 #define NCCL_PROFILER_NET_TYPE_IB (1U << 16)
