@@ -119,6 +119,22 @@ std::string survey(const std::string& path, const std::string& file, const std::
   }
   if (file.rfind("libnccl-net", 0) == 0)
     return "net        " + path + ": found; net plugins are loaded by the net transport, not in this version";
+  if (file.rfind("libnccl-profiler", 0) == 0 || file.rfind("libnccl-env", 0) == 0) {
+    // NCCL_PROFILER_PLUGIN / NCCL_ENV_PLUGIN load these (at a communicator's init, at the first knob read): only
+    // which ABI versions the file exports, and its name, are shown here.
+    const bool profiler = file.rfind("libnccl-profiler", 0) == 0;
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return std::string(profiler ? "profiler   " : "env        ") + path + ": dlopen failed: " + dlerror();
+    int version = 0;
+    std::string found;
+    const void* table = profiler ? newestSymbol(lib, "ncclProfiler_v", {6, 5, 4, 3, 2, 1}, &version, &found)
+                                 : newestSymbol(lib, "ncclEnvPlugin_v", {2, 1}, &version, &found);
+    const char* name = table ? *(const char* const*)table : nullptr;  // both tables start with their name
+    return std::string(profiler ? "profiler   " : "env        ") + path +
+           (table ? " (" + std::string(profiler ? "ncclProfiler_v" : "ncclEnvPlugin_v") + std::to_string(version) +
+                        " '" + (name ? name : "?") + "'; exports " + found + ")"
+                  : std::string(": refused: exports no ") + (profiler ? "ncclProfiler_v6 .. _v1" : "ncclEnvPlugin_v2 or _v1"));
+  }
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) return "?          " + path + ": dlopen failed: " + dlerror();
   char buf[512];
@@ -168,7 +184,9 @@ void printPlugins(const Config& config) {
     std::vector<std::string> files;
     while (dirent* e = readdir(dir)) {
       const std::string f = e->d_name;
-      const bool ours = f.rfind("libplexus-", 0) == 0 || f.rfind("libnccl-tuner", 0) == 0 || f.rfind("libnccl-net", 0) == 0;
+      const bool ours = f.rfind("libplexus-", 0) == 0 || f.rfind("libnccl-tuner", 0) == 0 ||
+                        f.rfind("libnccl-net", 0) == 0 || f.rfind("libnccl-profiler", 0) == 0 ||
+                        f.rfind("libnccl-env", 0) == 0;
       if (ours && f.size() > 3 && f.compare(f.size() - 3, 3, ".so") == 0) files.push_back(f);
     }
     closedir(dir);
@@ -194,6 +212,9 @@ void printPlugins(const Config& config) {
          envGet("TRANSPORT_PLUGIN") ? "PLEXUS_TRANSPORT_PLUGIN"
          : !config.transports.empty() ? "plugins.transports"
                                       : "every transport plugin found; the built-in net transport last");
+  const auto profiler = envGet("PROFILER_PLUGIN");
+  printf("  profiler plugin: %s\n", profiler ? ("NCCL_PROFILER_PLUGIN=" + *profiler).c_str()
+                                             : "libnccl-profiler.so if there is one (NCCL_PROFILER_PLUGIN unset)");
 }
 
 void printHost() {
