@@ -430,8 +430,16 @@ void commFail(ncclComm* comm, ncclResult_t result, bool notify, int lost, const 
     int none = -1;
     comm->health->lostRank.compare_exchange_strong(none, lost);
   }
-  ncclResult_t expected = ncclSuccess;
-  if (!comm->asyncError.compare_exchange_strong(expected, result)) {
+  bool first;
+  {
+    // The message is in place before the failure shows: a thread that sees asyncError set reads lastError under
+    // this lock, and must find why.
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    ncclResult_t expected = ncclSuccess;
+    first = comm->asyncError.compare_exchange_strong(expected, result);
+    if (first) comm->lastError = msg;
+  }
+  if (!first) {
     // Already failed: the abort flag is left alone, since ncclCommShrink may have lowered it to reuse
     // the bootstrap.
     INFO(NCCL_RAS, "%s (the communicator had failed already)", msg);
