@@ -155,6 +155,7 @@ bool Launcher::waitIdle(double seconds) {
   if (!haveLast_.load(std::memory_order_acquire)) return true;
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds < 0 ? 1e9 : seconds);
   for (uint32_t iter = 0; rt_->eventQuery(orderEvent_) == ncclInProgress; iter++) {
+    if (seconds == 0) return false;  // "idle now?": asked under locks (commCudaKernelsBusy), never waits
     if ((iter & 255) == 255 && std::chrono::steady_clock::now() > end) return false;
     dev::backoff(iter < 4096 ? iter : 4096);
   }
