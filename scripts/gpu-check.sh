@@ -97,6 +97,7 @@ targets=(plexus plexus-algo-ring plexus-algo-direct plexus-algo-tree plexus-algo
   plexus-perf plexus-info plexus-net-check plexus-plugin-check plexus-gpu-tests cuda_memcpy_bw)
 # p2p-nvlink's GPU test is a doctest binary: built where doctest is (carried in .gpu-carry/).
 ninja -C "$build" -t targets all 2>/dev/null | grep -q '^plexus-p2p-nvlink-gpu-tests:' && targets+=(plexus-p2p-nvlink-gpu-tests)
+ninja -C "$build" -t targets all 2>/dev/null | grep -q '^nccl-net-ib:' && targets+=(nccl-net-ib)
 phase "$blog" 330 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 rc=$?
 if ((rc)); then
@@ -146,6 +147,20 @@ elif ((rc == 0)); then
   verdict PASS "ctest -L gpu" "${counts:-?}; ${skipped} skipped $(grep -E '^\s+[0-9]+ - gpu\..*\(Skipped\)' "$clog" | sed -E 's/.*(gpu\.[^ ]+).*/\1/' | tr '\n' ' ')"
 else
   verdict FAIL "ctest -L gpu" "$(why $rc): ${counts:-no summary}; not passed: $(grep -E '^\s+[0-9]+ - gpu\.' "$clog" | grep -v '(Skipped)' | sed -E 's/.*(gpu\.[^ ]+ \([^)]*\)).*/\1/' | tr '\n' ' ')(ctest.log)"
+fi
+
+# ---- 2b: net-ib on the machine's HCAs (issue 14), if it has any ---------------------------------------------------------
+if [[ ! -f $build/lib/plexus/libnccl-net-ib.so ]]; then
+  verdict SKIP net-ib "not built (no <infiniband/verbs.h>: scripts/gpu-prepare.sh carries it)"
+elif ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
+  verdict SKIP net-ib "no RDMA device on this machine (/sys/class/infiniband is empty)"
+else
+  ilog=$logs/net-ib.log
+  phase "$ilog" 120 env NCCL_SOCKET_IFNAME=lo "$build/bin/plexus-net-check" "$build/lib/plexus/libnccl-net-ib.so" \
+    -e 64M -t 10 --skip-without-device
+  rc=$?
+  verdict "$( ((rc == 0)) && echo PASS || ( ((rc == 77)) && echo SKIP || echo FAIL ))" net-ib \
+    "plexus-net-check: $(grep -E '^# [0-9]+ passed' "$ilog" | tail -1) (net-ib.log)"
 fi
 
 # ---- 3: plexus-perf on the GPU ----------------------------------------------------------------------------------------

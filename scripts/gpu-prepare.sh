@@ -27,6 +27,12 @@ doctest_cmake=$(dirname "$(find /usr/lib /usr/share /usr/local -path '*doctest*'
   fail "doctest's CMake scripts (doctest.cmake, doctestAddTests.cmake) not found"
 cp "$doctest_cmake/doctest.cmake" "$doctest_cmake/doctestAddTests.cmake" "$carry/cmake/"
 
+# net-ib builds against rdma-core's headers (it opens libibverbs at run time): <infiniband/*> and the kernel's <rdma/*>.
+if [[ -f /usr/include/infiniband/verbs.h ]]; then
+  cp -r /usr/include/infiniband "$carry/include/"
+  [[ -d /usr/include/rdma ]] && cp -r /usr/include/rdma "$carry/include/"
+fi
+
 if [[ -f $tests_src/src/Makefile ]]; then
   cp -r "$tests_src" "$carry/nccl-tests"
   chmod -R u+w "$carry/nccl-tests"

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git
           openmpi-bin libopenmpi-dev doctest-dev nlohmann-json3-dev libhwloc-dev iproute2
           libucx-dev ucx-utils libfabric-dev libfabric-bin
+          libibverbs-dev  # net-ib builds against <infiniband/verbs.h> (and opens libibverbs at run time)
           clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz): clang++ 14 and its runtimes
           valgrind)                 # memcheck over communicator init/destroy cycles (tests/valgrind)
 missing=()

@@ -39,5 +39,9 @@ inline std::string testPlugin(const std::string& name) {
 inline const Net kSocket{"socket", "", {}};
 inline const Net kUcx{"ucx", "libnccl-net-ucx.so", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
 inline const Net kOfi{"ofi", "libnccl-net-ofi.so", {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
+inline const Net kIb{"ib", "libnccl-net-ib.so", {}};
+
+// An RDMA device (HCA) on this machine, as the kernel lists them.
+inline bool haveRdmaDevice() { return system("ls /sys/class/infiniband/* >/dev/null 2>&1") == 0; }
 
 }  // namespace nets

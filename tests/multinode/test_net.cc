@@ -77,6 +77,23 @@ TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 2 and 3 nod
 
 TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 2 and 3 nodes over net-ofi") { acrossNodesOver(kOfi); }
 
+// net-ib carries the traffic where there is an HCA; elsewhere (this machine) it reports no device and the
+// built-in socket net carries it: NCCL_NET_PLUGIN=ib must never cost a job its collectives.
+TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across nodes with NCCL_NET_PLUGIN=ib") {
+  if (!available(kIb)) {
+    testskip::skip(kIb.path() + " was not built (libibverbs' headers are missing: libibverbs-dev)");
+    return;
+  }
+  if (haveRdmaDevice()) {
+    acrossNodesOver(kIb);
+    return;
+  }
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::SendRecv}) {
+    INFO("ib (no device: the socket net) ", matrix::collName(c));
+    CHECK(runNet(kIb, c, "Simple", matrix::Launch{true, 4, 0, nullptr, 2}) == 0);
+  }
+}
+
 TEST_CASE("net: a communicator runs over a plugin of each old ABI version (v6..v11), through the adapters") {
   for (int v = 6; v <= 11; v++) {
     const std::string file = testPlugin("test-v" + std::to_string(v));

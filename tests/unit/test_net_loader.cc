@@ -4,6 +4,7 @@
 // among candidates follows NCCL's rules (NCCL_NET_PLUGIN order, NCCL_NET by name, a plugin whose init
 // fails or that has no device skipped, the built-in socket net last).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -159,6 +160,17 @@ TEST_CASE("net loader: the choice follows NCCL_NET_PLUGIN's order, skips what fa
   CHECK(p->path == "built-in");
   CHECK(has(report, "net: falling back to the built-in socket net on interface lo (1 device(s)): net plugin bad-nodevs"));
   p->api->finalize(ctx);
+  // net-ib on a machine without an HCA: skipped with its reason, and the fallback line names it.
+  const std::string ib = std::string(PLEXUS_TEST_PLUGIN_DIR) + "/libnccl-net-ib.so";
+  if (access(ib.c_str(), R_OK) == 0 && system("ls /sys/class/infiniband/* >/dev/null 2>&1") != 0) {
+    REQUIRE(netPluginChoose(ib, "", 7, config, debugLog, &p, &ctx, &report) == ncclSuccess);
+    CHECK(p->path == "built-in");
+    CHECK(has(report, "net: falling back to the built-in socket net on interface lo (1 device(s)): net plugin IB"));
+    CHECK(has(report, "skipped, it has no device"));
+    p->api->finalize(ctx);
+  } else {
+    MESSAGE("net-ib's fallback not checked: ", access(ib.c_str(), R_OK) ? "it was not built" : "this machine has an HCA");
+  }
   // Nothing left: an error that names each candidate and why it was skipped.
   CHECK(netPluginChoose(testPlugin("bad-nodevs"), "nosuch", 7, config, debugLog, &p, &ctx, &report) ==
         ncclSystemError);

@@ -117,23 +117,30 @@ std::string survey(const std::string& path, const std::string& file, const std::
     const TunerPlugin* t = loadTuner(path, "plexus-info", &report);
     return std::string("tuner      ") + (t ? t->label : report);
   }
-  if (file.rfind("libnccl-net", 0) == 0)
-    return "net        " + path + ": found; net plugins are loaded by the net transport, not in this version";
-  if (file.rfind("libnccl-profiler", 0) == 0 || file.rfind("libnccl-env", 0) == 0) {
-    // NCCL_PROFILER_PLUGIN / NCCL_ENV_PLUGIN load these (at a communicator's init, at the first knob read): only
-    // which ABI versions the file exports, and its name, are shown here.
-    const bool profiler = file.rfind("libnccl-profiler", 0) == 0;
+  // NCCL_NET_PLUGIN / NCCL_PROFILER_PLUGIN / NCCL_ENV_PLUGIN load these (in a communicator's net transport, at its
+  // init, at the first knob read): only which ABI versions the file exports, and its name, are shown here.
+  struct NcclKind {
+    const char* filePrefix;
+    const char* label;
+    const char* symbolPrefix;
+    std::vector<int> versions;  // newest first
+  };
+  static const NcclKind kinds[] = {{"libnccl-net", "net        ", "ncclNetPlugin_v", {12, 11, 10, 9, 8, 7, 6}},
+                                   {"libnccl-profiler", "profiler   ", "ncclProfiler_v", {6, 5, 4, 3, 2, 1}},
+                                   {"libnccl-env", "env        ", "ncclEnvPlugin_v", {2, 1}}};
+  for (const NcclKind& k : kinds) {
+    if (file.rfind(k.filePrefix, 0) != 0) continue;
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return std::string(profiler ? "profiler   " : "env        ") + path + ": dlopen failed: " + dlerror();
+    if (!lib) return k.label + path + ": dlopen failed: " + dlerror();
     int version = 0;
     std::string found;
-    const void* table = profiler ? newestSymbol(lib, "ncclProfiler_v", {6, 5, 4, 3, 2, 1}, &version, &found)
-                                 : newestSymbol(lib, "ncclEnvPlugin_v", {2, 1}, &version, &found);
-    const char* name = table ? *(const char* const*)table : nullptr;  // both tables start with their name
-    return std::string(profiler ? "profiler   " : "env        ") + path +
-           (table ? " (" + std::string(profiler ? "ncclProfiler_v" : "ncclEnvPlugin_v") + std::to_string(version) +
-                        " '" + (name ? name : "?") + "'; exports " + found + ")"
-                  : std::string(": refused: exports no ") + (profiler ? "ncclProfiler_v6 .. _v1" : "ncclEnvPlugin_v2 or _v1"));
+    const void* table = newestSymbol(lib, k.symbolPrefix, k.versions, &version, &found);
+    const char* name = table ? *(const char* const*)table : nullptr;  // every one of these tables starts with its name
+    return k.label + path +
+           (table ? " (" + std::string(k.symbolPrefix) + std::to_string(version) + " '" + (name ? name : "?") +
+                        "'; exports " + found + ")"
+                  : ": refused: exports no " + std::string(k.symbolPrefix) + std::to_string(k.versions.front()) +
+                        " .. _v" + std::to_string(k.versions.back()));
   }
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) return "?          " + path + ": dlopen failed: " + dlerror();

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
 
   int passed = 0, skipped = 0, failed = 0;
   bool initFailed = false;
+  std::string noDevice;  // --skip-without-device: why init was skipped
   auto onLine = [](const std::string& kind, const std::string& text) {
     printf(kind == "NOTE" ? "# %s\n" : "%s\n", text.c_str());
   };
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
     Outcome o;
     if (initFailed) {
       o = {Verdict::Skip, "init failed, so nothing else can run"};
+    } else if (!noDevice.empty()) {
+      o = {Verdict::Skip, noDevice};
     } else {
       // Workers start and load the plugin before their own bound starts; their watchdog fires half a second after
       // it. The table bounds each size's latency, bandwidth and bidirectional phases.
@@ -49,7 +52,9 @@ int main(int argc, char** argv) {
     printf("%s %s: %s\n", kind, r.name, o.text.c_str());
     (o.verdict == Verdict::Pass ? passed : o.verdict == Verdict::Skip ? skipped : failed)++;
     if (!strcmp(r.name, "init") && o.verdict == Verdict::Fail) initFailed = true;
+    if (!strcmp(r.name, "init") && o.verdict == Verdict::Skip && opt.skipWithoutDevice) noDevice = o.text;
   }
   printf("# %d passed, %d skipped, %d failed\n", passed, skipped, failed);
-  return failed ? 1 : 0;
+  if (failed) return 1;
+  return noDevice.empty() ? 0 : 77;
 }

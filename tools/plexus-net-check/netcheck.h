@@ -36,6 +36,7 @@ struct Options {
   std::string rule;    // run this rule alone; empty: every rule, then the table
   bool table = true;
   bool list = false;
+  bool skipWithoutDevice = false;  // a plugin with no device here is SKIPPED (exit 77), not failed
 };
 // Parses argv[first..argc). A bad argument prints what is wrong and the usage line to stderr, and exits 2.
 Options parseOptions(int argc, char** argv, int first);

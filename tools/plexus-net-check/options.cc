@@ -13,7 +13,7 @@ namespace netcheck {
 void usage(int code) {
   fprintf(code ? stderr : stdout,
           "usage: plexus-net-check <plugin> [-d DEV] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
-          "                        [-t SECONDS] [-r RULE] [--no-table] | --list | --help\n");
+          "                        [-t SECONDS] [-r RULE] [--no-table] [--skip-without-device] | --list | --help\n");
   if (code) exit(code);
   printf(
       "Checks an NCCL net plugin against the contract NCCL relies on, one line per rule (PASS, FAIL or SKIP),\n"
@@ -29,8 +29,11 @@ void usage(int code) {
       "  -t, --timeout S   bound of each rule in seconds, and of each size of the table (default 5)\n"
       "  -r, --rule NAME   run this rule alone (table: the table alone)\n"
       "      --no-table    rules only\n"
+      "      --skip-without-device  a plugin that reports no device here (an RDMA plugin on a machine without the\n"
+      "                    hardware) is reported SKIP on every rule with the plugin's own reason, exit code 77\n"
       "      --list        the rules and what each checks\n"
-      "Exit code: 0 when every rule passed or was skipped, 1 when one failed, 2 for bad arguments.\n");
+      "Exit code: 0 when every rule passed or was skipped, 1 when one failed, 2 for bad arguments,\n"
+      "77 with --skip-without-device when the plugin has no device.\n");
   exit(0);
 }
 
@@ -87,6 +90,8 @@ Options parseOptions(int argc, char** argv, int first) {
       o.list = true;
     else if (is(nullptr, "--no-table"))
       o.table = false;
+    else if (is(nullptr, "--skip-without-device"))
+      o.skipWithoutDevice = true;
     else if (is("-d", "--device"))
       o.device = (int)parseInteger(a, v, 0, INT_MAX), i++;
     else if (is("-b", "--minbytes"))

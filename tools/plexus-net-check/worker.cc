@@ -178,10 +178,24 @@ void Worker::restartClock() {
   setitimer(ITIMER_REAL, &t, nullptr);
 }
 
+namespace {
+// The plugin's last log line, the reason a plugin gives for having no device.
+char lastPluginLine[512];
+void recordingLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  char text[sizeof lastPluginLine];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  if (level == NCCL_LOG_WARN || level == NCCL_LOG_INFO) memcpy(lastPluginLine, text, sizeof text);
+  plexus::debugLog(level, flags, file, line, "%s", text);
+}
+}  // namespace
+
 ncclResult_t Worker::init(void** context, uint64_t id) {
   Watched watch("init", kMustReturn);
   ncclNetCommConfig_v12_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
-  return net->init(context, id, &config, plexus::debugLog);
+  return net->init(context, id, &config, recordingLogger);
 }
 ncclResult_t Worker::finalize(void* context) {
   Watched watch("finalize", kMustReturn);
@@ -608,6 +622,8 @@ void setup(Worker& w) {
   for (const std::string& name : changed) w.envChanged += (w.envChanged.empty() ? "" : ", ") + name;
   step("devices");
   require(w.devices(&w.ndev), "devices");
+  if (w.ndev < 1 && w.opt.skipWithoutDevice)
+    skip("no device here: the plugin reported none%s%s", lastPluginLine[0] ? "; it said: " : "", lastPluginLine);
   if (w.ndev < 1) fail("devices reported %d; NCCL needs at least 1 (it passes over a plugin without)", w.ndev);
   if (w.opt.device >= w.ndev) fail("there is no device %d (--device): devices reported %d", w.opt.device, w.ndev);
   step("getProperties");

@@ -146,36 +146,6 @@ std::vector<Device> queryUct(bool* cuda, std::vector<std::string>* all) {
   return out;
 }
 
-// The address of each interface that has one: IPv4 first, then global IPv6, then link-local IPv6.
-struct InterfaceAddress {
-  SockAddr addr{};
-  int rank = INT_MAX;  // lower is better
-  bool loopback = false;
-};
-std::map<std::string, InterfaceAddress> interfaceAddresses() {
-  std::map<std::string, InterfaceAddress> out;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
-    SockAddr a{};
-    int rank;
-    if (i->ifa_addr->sa_family == AF_INET) {
-      memcpy(&a.v4, i->ifa_addr, sizeof(a.v4));
-      rank = 0;
-    } else if (i->ifa_addr->sa_family == AF_INET6) {
-      memcpy(&a.v6, i->ifa_addr, sizeof(a.v6));
-      rank = IN6_IS_ADDR_LINKLOCAL(&a.v6.sin6_addr) ? 2 : 1;
-    } else {
-      continue;
-    }
-    InterfaceAddress& best = out[i->ifa_name];
-    if (rank < best.rank) best = {a, rank, (i->ifa_flags & IFF_LOOPBACK) != 0};
-  }
-  freeifaddrs(list);
-  return out;
-}
-
 // sysfs facts and the handshake address of one device.
 void describe(Device& d, const std::map<std::string, InterfaceAddress>& addrs) {
   std::vector<std::string> netdevs;  // interfaces whose address the handshake socket may use
