@@ -40,6 +40,13 @@ inline const Net kSocket{"socket", "", {}};
 inline const Net kUcx{"ucx", "libnccl-net-ucx.so", {{"UCX_TLS", "tcp"}, {"UCX_NET_DEVICES", "lo"}}};
 inline const Net kOfi{"ofi", "libnccl-net-ofi.so", {{"FI_PROVIDER", "tcp"}, {"FI_TCP_IFACE", "lo"}}};
 inline const Net kIb{"ib", "libnccl-net-ib.so", {}};
+// net-ib over the stand-in libibverbs of plugins/net-ib/tests (one RoCE HCA whose RDMA writes are
+// process_vm_writev into the peer): the plugin's verbs half end to end, on machines without an HCA.
+inline const char* fakeVerbs() {
+  static const std::string path = std::string(PLEXUS_TEST_LIB_DIR) + "/test/fake-ibverbs/libibverbs.so.1";
+  return path.c_str();
+}
+inline const Net kIbFake{"ib", "libnccl-net-ib.so", {{"PLEXUS_IB_VERBS_LIBRARY", fakeVerbs()}}};
 
 // An RDMA device (HCA) on this machine, as the kernel lists them.
 inline bool haveRdmaDevice() { return system("ls /sys/class/infiniband/* >/dev/null 2>&1") == 0; }

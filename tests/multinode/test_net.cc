@@ -94,6 +94,14 @@ TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across nodes with 
   }
 }
 
+TEST_CASE("net: AllReduce, AllGather, Broadcast and Send/Recv across 2 and 3 nodes over net-ib on the stand-in verbs") {
+  if (access(fakeVerbs(), R_OK) != 0) {
+    testskip::skip(std::string(fakeVerbs()) + " was not built (net-ib and its tests need libibverbs-dev)");
+    return;
+  }
+  acrossNodesOver(kIbFake);
+}
+
 TEST_CASE("net: a communicator runs over a plugin of each old ABI version (v6..v11), through the adapters") {
   for (int v = 6; v <= 11; v++) {
     const std::string file = testPlugin("test-v" + std::to_string(v));

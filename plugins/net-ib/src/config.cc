@@ -90,13 +90,15 @@ int chooseGid(const std::vector<GidEntry>& table, bool infiniband, const GidPoli
   int best = -1, bestRank = 99;
   for (const GidEntry& g : table) {
     if (gidIsZero(g)) continue;
-    int rank;
-    if (g.type == wanted && familyOf(g) == family)
+    // Without a type (sysfs unreadable) the address family still decides.
+    const bool sameFamily = familyOf(g) == family;
+    int rank = 5;
+    if (g.type == wanted && sameFamily)
       rank = gidIsLinkLocal(g) ? 1 : 0;
     else if (g.type == wanted)
       rank = 2;
-    else
-      rank = 3;
+    else if (g.type == GidType::Unknown && sameFamily)
+      rank = gidIsLinkLocal(g) ? 4 : 3;
     if (rank < bestRank) best = g.index, bestRank = rank;
   }
   if (best < 0) *why = "the port's GID table has no populated entry (is an IP address configured on its netdev?)";

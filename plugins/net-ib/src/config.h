@@ -45,8 +45,8 @@ struct GidPolicy {
   int roceVersion = 2;   // NCCL_IB_ROCE_VERSION_NUM
 };
 // The GID a RoCE port uses: the forced index if the table has it, else the first non-zero entry of the wanted
-// RoCE version and address family (IPv6 link-local addresses last), else the first of that version, else any
-// non-zero entry. Returns -1 with *why saying what the table lacked. InfiniBand ports use index 0 (routing by LID).
+// RoCE version and address family (IPv6 link-local addresses last), else the first of that version, else one of
+// unknown type (no sysfs) in that family, else any non-zero entry. Returns -1 with *why saying what the table lacked. InfiniBand ports use index 0 (routing by LID).
 int chooseGid(const std::vector<GidEntry>& table, bool infiniband, const GidPolicy& policy, std::string* why);
 
 // A message over nqps queue pairs: contiguous chunks, each a multiple of `align` bytes but the last, none empty

@@ -79,6 +79,9 @@ TEST_CASE("net-ib: a RoCE port's GID by index, version and address family") {
   // Only IPv6 link-local v2 entries: that is what there is.
   CHECK(chooseGid({gid(0, "fe80::2", GidType::RoceV1), gid(1, "fe80::2", GidType::RoceV2)}, false, GidPolicy{}, &why) ==
         1);
+  // Types unknown (no sysfs): the address family decides, global before link-local.
+  CHECK(chooseGid({gid(0, "fe80::2", GidType::Unknown), gid(1, "::ffff:10.0.0.7", GidType::Unknown)}, false,
+                  GidPolicy{}, &why) == 1);
   // An empty table (no IP address on the netdev) says so.
   why.clear();
   CHECK(chooseGid({gid(0, "::", GidType::RoceV2)}, false, GidPolicy{}, &why) == -1);
