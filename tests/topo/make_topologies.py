@@ -7,6 +7,9 @@ NCCL_TOPO_DUMP_FILE write), beside this script:
   server-mixed.xml      2 sockets; on socket 0 a switch with GPU0 and a nested switch with GPU1 (PXB between
                         them), NIC mlx5_0 behind socket 0's second host bridge (PHB from both GPUs); NIC mlx5_1
                         on socket 1 (SYS); a plain Ethernet NIC eth2 on socket 1.
+  server-8gpu-nvlink.xml  server-8gpu-4nic.xml with NVLink, as hwloc's NVML backend records it (an NVLinkBandwidth
+                        distances matrix, MB/s): GPU0..GPU3 linked pairwise (4 links, 100 GB/s each way), GPU4..GPU7
+                        each on an NVSwitch (18 links, 450 GB/s), no NVLink between the two groups.
   host-2numa-2nic.xml   no GPU: 2 sockets, one NIC each (host-backend choices by CPU set).
   host-2numa-interleaved.xml  no GPU, no NIC: 2 sockets whose CPUs interleave (even ones on socket 0, odd on 1),
                         so that this machine's CPUs 0 and 1 sit on different NUMA nodes (ring orders by place).
@@ -14,6 +17,7 @@ NCCL_TOPO_DUMP_FILE write), beside this script:
 Run it to regenerate them: python3 tests/topo/make_topologies.py
 """
 import os
+import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN4 = "31.507692"  # hwloc's GB/s for a PCIe 4.0 x16 link
@@ -147,6 +151,48 @@ def server_8gpu_4nic():
     return x
 
 
+def server_8gpu_nvlink():
+    x = Xml()
+
+    def io(x, p, d):
+        for s in range(2):
+            k = p * 2 + s
+            base = 0x10 + k * 0x20
+            switch_on_host_bridge(x, d, base, base + 0x1f)
+            for i, dev in enumerate((gpu, gpu, lambda x, d, bus: ib_nic(x, d, bus, k))):
+                port(x, d + 3, f"0000:{base + 2:02x}:{i:02x}.0", base + 3 + i, GEN5, dev)
+            x.close(d)
+        if p == 1:  # the NVSwitch, a PCI device of its own on socket 1
+            host_bridge(x, d, 0xf0, 0xff)
+            port(x, d + 1, "0000:f0:01.0", 0xf1, GEN4,
+                 lambda x, d, bus: pcidev(x, d, f"0000:{bus:02x}:00.0", "0680", "10de", "22a3", GEN4))
+            x.close(d)
+
+    machine(x, 2, 16, io)
+    gps = [int(m) for m in re.findall(r'pci_type="0302 [^"]*" [^>]*gp_index="(\d+)"', "\n".join(x.lines))]
+    switch = int(re.search(r'pci_type="0680 [^"]*" [^>]*gp_index="(\d+)"', "\n".join(x.lines)).group(1))
+    objs = gps + [switch]
+    n = len(objs)
+
+    def bw(i, j):
+        if i == j:
+            return 0
+        if i < 4 and j < 4:
+            return 100000
+        if {i, j} <= {4, 5, 6, 7, 8} and 8 in (i, j):  # a GPU and the switch
+            return 450000
+        return 0
+
+    idx = " ".join(map(str, objs)) + " "
+    vals = " ".join(str(bw(i, j)) for i in range(n) for j in range(n)) + " "
+    # hwloc's length attributes count the characters of the content.
+    x.lines[-1:-1] = [f'  <distances2 type="PCIDev" nbobjs="{n}" kind="9" name="NVLinkBandwidth" indexing="gp">',
+                      f'    <indexes length="{len(idx)}">{idx}</indexes>',
+                      f'    <u64values length="{len(vals)}">{vals}</u64values>',
+                      '  </distances2>']
+    return x
+
+
 def server_mixed():
     x = Xml()
 
@@ -190,7 +236,8 @@ def host_2numa_interleaved():
     return x
 
 
-for name, make in (("server-8gpu-4nic.xml", server_8gpu_4nic), ("server-mixed.xml", server_mixed),
+for name, make in (("server-8gpu-4nic.xml", server_8gpu_4nic), ("server-8gpu-nvlink.xml", server_8gpu_nvlink),
+                   ("server-mixed.xml", server_mixed),
                    ("host-2numa-2nic.xml", host_2numa_2nic), ("host-2numa-interleaved.xml", host_2numa_interleaved)):
     with open(os.path.join(HERE, name), "w") as f:
         f.write("\n".join(make().lines) + "\n")

@@ -65,7 +65,7 @@ TEST_CASE("hw topology: an 8-GPU, 4-NIC, 2-socket server: devices, CPUs, path ty
   CHECK(t->gpus()[0].linkGBs > 60);
   const HwDevice& g0 = t->gpus()[0];
   CHECK(t->path(g0, g0) == PathType::LOC);
-  CHECK(t->path(g0, t->gpus()[1]) == PathType::PIX);     // the same switch
+  CHECK(t->path(g0, t->gpus()[1]) == PathType::PIX);  // the same switch
   CHECK(t->path(g0, nic(*t, "mlx5_0")) == PathType::PIX);
   CHECK(t->path(g0, nic(*t, "mlx5_1")) == PathType::PHB);  // socket 0's other host bridge
   CHECK(t->path(g0, t->gpus()[2]) == PathType::PHB);
@@ -73,6 +73,33 @@ TEST_CASE("hw topology: an 8-GPU, 4-NIC, 2-socket server: devices, CPUs, path ty
   CHECK(t->path(t->gpus()[7], nic(*t, "mlx5_3")) == PathType::PIX);
   CHECK(t->pathGBs(g0, nic(*t, "mlx5_0")) > 60);
   CHECK(t->pathGBs(g0, nic(*t, "mlx5_2")) <= 10);
+}
+
+TEST_CASE("hw topology: NVLink from the topology's NVLinkBandwidth matrix: direct links and an NVSwitch") {
+  NEEDS_HWLOC();
+  // make_topologies.py: GPU0..3 linked pairwise at 100 GB/s, GPU4..7 each at 450 GB/s to an NVSwitch.
+  auto t = loadTopo("server-8gpu-nvlink.xml");
+  REQUIRE(t->gpus().size() == 8);
+  const auto& g = t->gpus();
+  CHECK(t->nvlinkSource() == "hwloc NVLinkBandwidth");
+  CHECK(t->path(g[0], g[1]) == PathType::NVL);  // PIX over PCIe, NVLink beside it
+  CHECK(t->path(g[0], g[3]) == PathType::NVL);  // PHB over PCIe
+  CHECK(t->pathGBs(g[0], g[3]) == doctest::Approx(100));
+  CHECK(t->path(g[4], g[7]) == PathType::NVL);  // through the switch
+  CHECK(t->pathGBs(g[5], g[6]) == doctest::Approx(450));
+  CHECK(t->path(g[3], g[4]) == PathType::SYS);  // no NVLink between the groups: PCIe across the sockets
+  CHECK(t->nvlinkGBs(g[3], g[4]) == 0);
+  CHECK(t->nvlinkGBs(g[0], g[0]) == 0);
+  CHECK(t->path(g[0], nic(*t, "mlx5_0")) == PathType::PIX);  // NICs are not on NVLink
+  // The file without the matrix: no NVLink at all.
+  auto plain = loadTopo("server-8gpu-4nic.xml");
+  CHECK(plain->nvlinkSource().empty());
+  CHECK(plain->path(plain->gpus()[0], plain->gpus()[1]) == PathType::PIX);
+  // plexus-info's tree names the links.
+  CHECK(t->tree().find("GPU0 0000:13:00.0 (NVIDIA GPU); NVLink to GPU1 100 GB/s, GPU2 100 GB/s, GPU3 100 GB/s") !=
+        std::string::npos);
+  CHECK(t->tree().find("GPU7 0000:74:00.0 (NVIDIA GPU); NVLink to GPU4 450 GB/s, GPU5 450 GB/s, GPU6 450 GB/s") !=
+        std::string::npos);
 }
 
 TEST_CASE("hw topology: each GPU of the 8-GPU server uses the NIC behind its own switch first") {
@@ -109,8 +136,8 @@ TEST_CASE("hw topology: nested switches are PXB; a NIC behind another host bridg
   // Both SYS NICs come after mlx5_0 (the CPUs' interconnect bounds them alike), in bus order.
   const std::vector<std::string> ids = busIds(*t);
   int nearest = 0;
-  const std::vector<int> order = netDeviceOrder(t.get(), ids, std::vector<bool>(ids.size(), true), g1.busId, "",
-                                                &nearest, nullptr);
+  const std::vector<int> order =
+      netDeviceOrder(t.get(), ids, std::vector<bool>(ids.size(), true), g1.busId, "", &nearest, nullptr);
   REQUIRE(order.size() == 3);
   CHECK(nearest == 1);
   CHECK(t->nics()[order[0]].name == "mlx5_0");

@@ -1,5 +1,6 @@
 #include "topo/hw_topo.h"
 
+#include <plexus/cuda/driver.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -9,10 +10,9 @@
 #include <cstring>
 #include <mutex>
 
-#include <plexus/cuda/driver.h>
-
 #include "misc/debug.h"
 #include "misc/env.h"
+#include "topo/nvml.h"
 
 #ifdef PLEXUS_HAVE_HWLOC
 #include <hwloc.h>
@@ -136,8 +136,8 @@ std::string cpuList(hwloc_const_bitmap_t set) {
 
 std::string busIdOf(hwloc_obj_t o) {
   char out[32];
-  std::snprintf(out, sizeof out, "%04x:%02x:%02x.%x", o->attr->pcidev.domain, o->attr->pcidev.bus,
-                o->attr->pcidev.dev, o->attr->pcidev.func);
+  std::snprintf(out, sizeof out, "%04x:%02x:%02x.%x", o->attr->pcidev.domain, o->attr->pcidev.bus, o->attr->pcidev.dev,
+                o->attr->pcidev.func);
   return out;
 }
 
@@ -146,7 +146,8 @@ bool isHostBridge(hwloc_obj_t o) { return isBridge(o) && o->attr->bridge.upstrea
 
 // NVIDIA display (0x0300) or 3D (0x0302) controllers.
 bool isGpu(hwloc_obj_t o) {
-  return o->attr->pcidev.vendor_id == 0x10de && (o->attr->pcidev.class_id == 0x0300 || o->attr->pcidev.class_id == 0x0302);
+  return o->attr->pcidev.vendor_id == 0x10de &&
+         (o->attr->pcidev.class_id == 0x0300 || o->attr->pcidev.class_id == 0x0302);
 }
 
 // hwloc's hwloc_get_common_ancestor_obj compares depths, which I/O objects do not have (they are all negative).
@@ -189,15 +190,18 @@ std::unique_ptr<HwTopology> HwTopology::load(const std::string& file, std::strin
   }
   // PCI bridges and devices, and the OS devices that name NICs (ib0, mlx5_0) and GPUs.
   hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // Every PCI device, not only the "important" ones: an NVSwitch (a bridge-class device) must stay for the GPUs'
+  // NVLinkBandwidth distances through it to mean anything.
+  hwloc_topology_set_type_filter(t, HWLOC_OBJ_PCI_DEVICE, HWLOC_TYPE_FILTER_KEEP_ALL);
   if (!file.empty() && hwloc_topology_set_xml(t, file.c_str()) != 0) {
     *error = "cannot read the topology file " + file + ": " + std::strerror(errno) +
              " (it must be an hwloc XML topology, as lstopo --of xml or NCCL_TOPO_DUMP_FILE write)";
     return nullptr;
   }
   if (hwloc_topology_load(t) != 0) {
-    *error = (file.empty() ? std::string("hwloc cannot load this machine's topology") :
-                             "the topology file " + file + " is not a valid hwloc XML topology") + ": " +
-             std::strerror(errno);
+    *error = (file.empty() ? std::string("hwloc cannot load this machine's topology")
+                           : "the topology file " + file + " is not a valid hwloc XML topology") +
+             ": " + std::strerror(errno);
     return nullptr;
   }
   h->source_ = file.empty() ? "live" : file;
@@ -250,10 +254,58 @@ void HwTopology::build() {
   auto byBus = [](const HwDevice& a, const HwDevice& b) { return a.busId < b.busId; };
   std::sort(gpus_.begin(), gpus_.end(), byBus);
   for (size_t i = 0; i < gpus_.size(); i++) gpus_[i].name = "GPU" + std::to_string(i);
+  readNvLinks();
+}
+
+void HwTopology::readNvLinks() {
+  const size_t n = gpus_.size();
+  if (n < 2) return;
+  hwloc_topology_t t = impl_->topo;
+  auto gpuIndex = [&](hwloc_obj_t o) -> int {
+    if (o && o->type == HWLOC_OBJ_OS_DEVICE) o = o->parent;  // hwloc's NVML backend names the GPUs' OS devices
+    for (size_t i = 0; i < n; i++)
+      if (gpus_[i].obj == o) return (int)i;
+    return -1;
+  };
+  unsigned nr = 1;
+  hwloc_distances_s* d = nullptr;
+  if (hwloc_distances_get_by_name(t, "NVLinkBandwidth", &nr, &d, 0) == 0 && nr >= 1 && d) {
+    // MB/s between objects; GPUs on an NVSwitch have their bandwidth to the switch, so two of them reach each other
+    // at the smaller of the two.
+    std::vector<float> direct(n * n, 0), toSwitch(n, 0);
+    const unsigned m = d->nbobjs;
+    for (unsigned i = 0; i < m; i++)
+      for (unsigned j = 0; j < m; j++) {
+        const int a = gpuIndex(d->objs[i]), b = gpuIndex(d->objs[j]);
+        const float gbs = (float)d->values[i * m + j] / 1000.0f;
+        if (a >= 0 && b >= 0 && a != b)
+          direct[a * n + b] = gbs;
+        else if (a >= 0 && b < 0 && d->objs[j])
+          toSwitch[a] = std::max(toSwitch[a], gbs);
+      }
+    hwloc_distances_release(t, d);
+    for (size_t a = 0; a < n; a++)
+      for (size_t b = 0; b < n; b++)
+        if (a != b && toSwitch[a] > 0 && toSwitch[b] > 0)
+          direct[a * n + b] = std::max(direct[a * n + b], std::min(toSwitch[a], toSwitch[b]));
+    nvlink_ = direct;
+    nvlinkSource_ = "hwloc NVLinkBandwidth";
+  } else if (source_ == "live") {
+    std::vector<std::string> ids;
+    for (const HwDevice& g : gpus_) ids.push_back(g.busId);
+    std::string why;
+    nvlink_ = nvmlNvLinkGBs(ids, &why);
+    if (!nvlink_.empty()) nvlinkSource_ = "NVML";
+  }
+  if (std::all_of(nvlink_.begin(), nvlink_.end(), [](float g) { return g <= 0; })) {
+    nvlink_.clear();
+    nvlinkSource_.clear();
+  }
 }
 
 PathType HwTopology::path(const HwDevice& a, const HwDevice& b) const {
   if (a.obj == b.obj) return PathType::LOC;
+  if (nvlinkGBs(a, b) > 0) return PathType::NVL;
   hwloc_topology_t t = impl_->topo;
   auto* oa = (hwloc_obj_t)a.obj;
   auto* ob = (hwloc_obj_t)b.obj;
@@ -314,6 +366,7 @@ uint64_t HwTopology::placeOfCpus(const std::string& cpus) const {
 }
 
 float HwTopology::pathGBs(const HwDevice& a, const HwDevice& b) const {
+  if (const float nvl = nvlinkGBs(a, b); nvl > 0) return nvl;
   // PCIe 4.0 x16 where the file gives no link speed; the CPUs' interconnect as NCCL assumes for SYS.
   const float la = a.linkGBs > 0 ? a.linkGBs : 24.0f, lb = b.linkGBs > 0 ? b.linkGBs : 24.0f;
   const float link = std::min(la, lb);
@@ -333,23 +386,36 @@ namespace {
 void treeOf(hwloc_topology_t t, hwloc_obj_t o, int depth, const HwTopology& h, std::string* out) {
   std::string line;
   switch (o->type) {
-    case HWLOC_OBJ_MACHINE: line = "Machine"; break;
-    case HWLOC_OBJ_PACKAGE: line = "Package " + std::to_string(o->os_index) + " (CPUs " + cpuList(o->cpuset) + ")"; break;
+    case HWLOC_OBJ_MACHINE:
+      line = "Machine";
+      break;
+    case HWLOC_OBJ_PACKAGE:
+      line = "Package " + std::to_string(o->os_index) + " (CPUs " + cpuList(o->cpuset) + ")";
+      break;
     case HWLOC_OBJ_NUMANODE:
       line = "NUMA node " + std::to_string(o->os_index) + " (CPUs " + cpuList(o->cpuset) + ")";
       break;
     case HWLOC_OBJ_BRIDGE:
-      if (isHostBridge(o)) line = "Host bridge";
-      else line = "PCI bridge " + busIdOf(o);
+      if (isHostBridge(o))
+        line = "Host bridge";
+      else
+        line = "PCI bridge " + busIdOf(o);
       break;
     case HWLOC_OBJ_PCI_DEVICE: {
       const std::string id = busIdOf(o);
-      if (const HwDevice* g = h.gpuByBusId(id)) line = g->name + " " + id + " (NVIDIA GPU)";
-      else if (const HwDevice* n = h.nicByBusId(id))
+      if (const HwDevice* g = h.gpuByBusId(id)) {
+        line = g->name + " " + id + " (NVIDIA GPU)";
+        std::string links;
+        for (const HwDevice& peer : h.gpus())
+          if (const float gbs = h.nvlinkGBs(*g, peer); gbs > 0)
+            links += (links.empty() ? "" : ", ") + peer.name + " " + format("%g", gbs) + " GB/s";
+        if (!links.empty()) line += "; NVLink to " + links;
+      } else if (const HwDevice* n = h.nicByBusId(id))
         line = "NIC " + n->name + " " + id + (n->netdev.empty() || n->netdev == n->name ? "" : " (" + n->netdev + ")");
       break;
     }
-    default: break;
+    default:
+      break;
   }
   // Objects without a line (caches, cores, other PCI devices) are looked through: their children keep the depth.
   const int childDepth = line.empty() ? depth : depth + 1;
@@ -383,6 +449,7 @@ std::unique_ptr<HwTopology> HwTopology::load(const std::string&, std::string* er
   return nullptr;
 }
 void HwTopology::build() {}
+void HwTopology::readNvLinks() {}
 PathType HwTopology::path(const HwDevice&, const HwDevice&) const { return PathType::SYS; }
 uint64_t HwTopology::place(const HwDevice&) const { return 0; }
 uint64_t HwTopology::placeOfCpus(const std::string&) const { return 0; }
@@ -394,6 +461,17 @@ bool HwTopology::writeXml(const std::string&, std::string* error) const {
 std::string HwTopology::tree() const { return ""; }
 
 #endif
+
+float HwTopology::nvlinkGBs(const HwDevice& a, const HwDevice& b) const {
+  if (nvlink_.empty() || a.kind != HwDevice::Kind::Gpu || b.kind != HwDevice::Kind::Gpu) return 0;
+  const size_t n = gpus_.size();
+  size_t i = n, j = n;
+  for (size_t k = 0; k < n; k++) {
+    if (gpus_[k].obj == a.obj) i = k;
+    if (gpus_[k].obj == b.obj) j = k;
+  }
+  return i < n && j < n && i != j ? nvlink_[i * n + j] : 0;
+}
 
 PathType HwTopology::pathFromCpus(const HwDevice& d, const std::string& cpus) const {
   const bool near = cpus.empty() || d.cpus.empty() || !intersectCpuLists(cpus, d.cpus).empty();
@@ -425,14 +503,18 @@ const HwTopology* HwTopology::process(std::string* why) {
       WARN("topology: %s; NICs are used in the order the net plugin lists them", error.c_str());
       return;
     }
-    INFO(NCCL_INIT | NCCL_GRAPH, "topology (%s): %d package(s), %d NUMA node(s), %d core(s), %d usable CPU(s) [%s], "
-         "%zu NVIDIA GPU(s), %zu NIC(s)", topo->source().c_str(), topo->packages(), topo->numaNodes(), topo->cores(),
-         topo->usableCpus(), topo->usableCpuList().c_str(), topo->gpus().size(), topo->nics().size());
+    INFO(NCCL_INIT | NCCL_GRAPH,
+         "topology (%s): %d package(s), %d NUMA node(s), %d core(s), %d usable CPU(s) [%s], "
+         "%zu NVIDIA GPU(s), %zu NIC(s)",
+         topo->source().c_str(), topo->packages(), topo->numaNodes(), topo->cores(), topo->usableCpus(),
+         topo->usableCpuList().c_str(), topo->gpus().size(), topo->nics().size());
     const std::string dump = envStr("TOPO_DUMP_FILE", "");
     if (!dump.empty()) {
       std::string e;
-      if (topo->writeXml(dump, &e)) INFO(NCCL_INIT | NCCL_GRAPH, "topology written to %s (NCCL_TOPO_DUMP_FILE)", dump.c_str());
-      else WARN("topology: %s (NCCL_TOPO_DUMP_FILE)", e.c_str());
+      if (topo->writeXml(dump, &e))
+        INFO(NCCL_INIT | NCCL_GRAPH, "topology written to %s (NCCL_TOPO_DUMP_FILE)", dump.c_str());
+      else
+        WARN("topology: %s (NCCL_TOPO_DUMP_FILE)", e.c_str());
     }
   });
   if (why) *why = error;
@@ -463,16 +545,17 @@ std::vector<int> netDeviceOrder(const HwTopology* topo, const std::vector<std::s
     }
     if (why) {
       *why += "  device " + std::to_string(d) + (busIds[d].empty() ? "" : " (" + busIds[d] + ")") + ": ";
-      if (!nic) *why += topo ? "not in the topology, used after those it places\n" : "no topology\n";
+      if (!nic)
+        *why += topo ? "not in the topology, used after those it places\n" : "no topology\n";
       else
-        *why += std::string(pathName((PathType)r.rank)) + " from " + (gpu ? gpu->name + " " + gpu->busId : "CPUs " + cpuList) +
-                ", " + std::to_string((int)r.gbs) + " GB/s\n";
+        *why += std::string(pathName((PathType)r.rank)) + " from " +
+                (gpu ? gpu->name + " " + gpu->busId : "CPUs " + cpuList) + ", " + std::to_string((int)r.gbs) +
+                " GB/s\n";
     }
     ranked.push_back(r);
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.gbs > b.gbs;
-  });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.rank != b.rank ? a.rank < b.rank : a.gbs > b.gbs; });
   std::vector<int> order;
   *nearest = 0;
   for (const Ranked& r : ranked) {

@@ -22,12 +22,12 @@ const char* pathName(PathType p);
 struct HwDevice {
   enum class Kind { Gpu, Nic };
   Kind kind;
-  std::string busId;  // PCI "dddd:bb:dd.f", lower case
-  std::string name;   // NICs: the verbs device (mlx5_0) else the interface (eth0); GPUs: "GPU" + index
-  std::string netdev; // NICs: the network interface, if any (ib0, eth0)
-  std::string cpus;   // CPUs local to the device (its NUMA node), as a list ("0-15,32-47")
-  int numa = -1;      // its NUMA node's OS index (-1: unknown)
-  float linkGBs = 0;  // its PCIe link (GB/s), 0 when the topology does not say
+  std::string busId;          // PCI "dddd:bb:dd.f", lower case
+  std::string name;           // NICs: the verbs device (mlx5_0) else the interface (eth0); GPUs: "GPU" + index
+  std::string netdev;         // NICs: the network interface, if any (ib0, eth0)
+  std::string cpus;           // CPUs local to the device (its NUMA node), as a list ("0-15,32-47")
+  int numa = -1;              // its NUMA node's OS index (-1: unknown)
+  float linkGBs = 0;          // its PCIe link (GB/s), 0 when the topology does not say
   const void* obj = nullptr;  // hwloc's object
 };
 
@@ -64,8 +64,13 @@ class HwTopology {
   // the rank's GPU, or (host backend) from its CPUs: the package and NUMA node of the first.
   uint64_t place(const HwDevice& gpu) const;
   uint64_t placeOfCpus(const std::string& cpuList) const;
-  // What the cost models assume of a path between two PCI devices (GB/s): the slower PCIe link, fewer across CPUs.
+  // What the cost models assume of a path between two PCI devices (GB/s): NVLink's where two GPUs have it, else the
+  // slower PCIe link, fewer across CPUs.
   float pathGBs(const HwDevice& a, const HwDevice& b) const;
+  // NVLink between two GPUs, GB/s one way (0: none): from the topology's NVLinkBandwidth matrix (hwloc's NVML
+  // backend, or a topology file that has one), else on the live machine from NVML. NVLink makes their path NVL.
+  float nvlinkGBs(const HwDevice& a, const HwDevice& b) const;
+  const std::string& nvlinkSource() const { return nvlinkSource_; }  // "" (none), "hwloc NVLinkBandwidth", "NVML"
   bool writeXml(const std::string& file, std::string* error) const;
   // The tree as plexus-info --topology prints it: packages and NUMA nodes with their CPUs, host bridges, switches,
   // GPUs and NICs.
@@ -74,12 +79,15 @@ class HwTopology {
  private:
   HwTopology() = default;
   void build();
+  void readNvLinks();
   struct Impl;
   Impl* impl_ = nullptr;
   std::string source_;
   int packages_ = 0, numaNodes_ = 0, cores_ = 0, usableCpus_ = 0;
   std::string usableCpuList_;
   std::vector<HwDevice> gpus_, nics_;
+  std::vector<float> nvlink_;  // gpus_.size()², GB/s; empty without NVLink
+  std::string nvlinkSource_;
 };
 
 // CPU lists ("0-3,8,10-11") as sets: parse (nullopt-like empty on a malformed list) and print, and their
