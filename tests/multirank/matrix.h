@@ -559,16 +559,19 @@ inline void runCase(const RankCtx& x, const Case& k, Wrong& w) {
     plexusDecision_t d;
     MATRIX_CALL(w, plexusCommLastDecision(x.comm, &d));
     w.algo = d.algorithm;
-    const char* proto = isP2p(k.coll) ? "Simple" : protoName(x.setup);
+    // A collective the tuner gave to algo-p2p (a large AllGather, a two-rank Broadcast) runs as sends and receives.
+    const bool asP2p = isP2p(k.coll) || w.algo == "p2p";
+    const char* proto = asP2p ? "Simple" : protoName(x.setup);
+    const size_t chunk = asP2p ? x.setup.buffSize / PLEXUS_STEPS : chunkBytes(k.coll, x.setup);
     // With several channels, ring and tree split a multi-chunk collective over all of them.
-    const int channels = x.setup.channels && k.size == Size::MultiChunk && !isP2p(k.coll) && w.algo != "direct" && n > 1
+    const int channels = x.setup.channels && k.size == Size::MultiChunk && !asP2p && w.algo != "direct" && n > 1
                              ? x.setup.channels
                              : d.nChannels;
-    if (std::string(d.protocol) != proto || d.chunkBytes != chunkBytes(k.coll, x.setup) || d.nChannels != channels) {
+    if (std::string(d.protocol) != proto || d.chunkBytes != chunk || d.nChannels != channels) {
       w.plan++;
       char msg[200];
       snprintf(msg, sizeof msg, "planned %s with chunk %zu B on %d channel(s); the matrix assumes %s with chunk %zu B "
-               "on %d", d.protocol, d.chunkBytes, d.nChannels, proto, chunkBytes(k.coll, x.setup), channels);
+               "on %d", d.protocol, d.chunkBytes, d.nChannels, proto, chunk, channels);
       if (w.why.empty()) w.why = msg;
     }
   }

@@ -309,3 +309,89 @@ TEST_CASE("tuning: tuner-csv (NCCL_TUNER_PLUGIN=csv) reads NCCL's CSV format and
   unsetenv("PLEXUS_MIN_NCHANNELS");
   unlink(p);
 }
+
+namespace {
+
+// One AllGather of `count` floats per rank; the decision it got.
+plexusDecision_t allGatherOnce(ncclComm_t comm, cudaStream_t stream, int nranks, size_t count, long* bad) {
+  std::vector<float> send(count, 1.0f), recv(count * nranks, 0.0f);
+  *bad += ncclAllGather(send.data(), recv.data(), count, ncclFloat32, comm, stream) != ncclSuccess;
+  plexusDecision_t d{};
+  *bad += plexusCommLastDecision(comm, &d) != ncclSuccess;
+  *bad += plexusStreamSynchronize(stream) != ncclSuccess;
+  for (float v : recv) *bad += v != 1.0f;
+  return d;
+}
+
+// A rank whose NCCL_ALGO differs from the others' makes a new communicator (a split of a good one): init must fail
+// on every rank, naming both settings, rather than leave the ranks to pick different algorithms and hang.
+long mismatchScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t) {
+  if (rank == 1) setenv("NCCL_ALGO", "ring,p2p", 1);
+  ncclComm_t split = nullptr;
+  const ncclResult_t r = ncclCommSplit(comm, 0, rank, &split, nullptr);
+  unsetenv("NCCL_ALGO");
+  const std::string why = ncclGetLastError(split ? split : comm);
+  long bad = 0;
+  if (r != ncclInvalidUsage) {
+    fprintf(stderr, "rank %d: ncclCommSplit returned %s, expected ncclInvalidUsage\n", rank, ncclGetErrorString(r));
+    bad++;
+  }
+  for (const char* want : {"would choose algorithms differently", "NCCL_ALGO=ring,p2p", "NCCL_ALGO=(unset)"})
+    if (why.find(want) == std::string::npos) {
+      fprintf(stderr, "rank %d: the error \"%s\" lacks \"%s\"\n", rank, why.c_str(), want);
+      bad++;
+    }
+  if (split) ncclCommDestroy(split);
+  (void)nranks;
+  return bad;
+}
+harness::Scenario tuningMismatch("tuning-mismatch", mismatchScenario);
+
+}  // namespace
+
+TEST_CASE("tuning: AllGather and Broadcast as point-to-point are algo-p2p's, decided like any algorithm") {
+  // The cost model picks p2p for a large AllGather within a node, and the reason says so.
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          const plexusDecision_t small = allGatherOnce(comm, stream, nranks, 1000, &bad);
+          const plexusDecision_t large = allGatherOnce(comm, stream, nranks, 70000, &bad);
+          if (std::string(small.algorithm) == "p2p" || std::string(large.algorithm) != "p2p" ||
+              !contains(large.reason, "cost model: p2p/Simple")) {
+            fprintf(stderr, "rank %d: 4 KB went to %s, 280 KB to %s (%s)\n", rank, small.algorithm, large.algorithm,
+                    large.reason);
+            bad++;
+          }
+          return bad;
+        }) == 0);
+  // A rule keeps it on the ring; another sends a size the cost model gives to direct to p2p... which declines it
+  // below the zero-copy size: the operation fails naming the rule.
+  {
+    ConfigFile cfg(R"({ "version": 1, "tuning": [ { "collective": "allgather", "algorithm": "ring" } ] })");
+    CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            long bad = 0;
+            const plexusDecision_t d = allGatherOnce(comm, stream, nranks, 70000, &bad);
+            if (std::string(d.algorithm) != "ring") {
+              fprintf(stderr, "rank %d: the rule's ring, got %s\n", rank, d.algorithm);
+              bad++;
+            }
+            return bad;
+          }) == 0);
+  }
+  {
+    ConfigFile cfg(R"({ "version": 1, "tuning": [ { "collective": "allgather", "bytes": ["1M", "2M"],
+                        "algorithm": "p2p" } ] })");
+    CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            long bad = 0;
+            const plexusDecision_t d = allGatherOnce(comm, stream, nranks, 160000, &bad);  // 1.28 MB in all
+            if (std::string(d.algorithm) != "p2p" || !contains(d.reason, "rule 1 of")) {
+              fprintf(stderr, "rank %d: the rule's p2p, got %s (%s)\n", rank, d.algorithm, d.reason);
+              bad++;
+            }
+            return bad;
+          }) == 0);
+  }
+}
+
+TEST_CASE("tuning: ranks whose tuning inputs differ fail init together, each naming both") {
+  CHECK(harness::runProcesses("tuning-mismatch", 2) == 0);
+}

@@ -313,7 +313,7 @@ int printTuning(const Options& o, const std::shared_ptr<const Config>& config) {
   if (buffSize < 4096 * PLEXUS_STEPS) buffSize = 4096 * PLEXUS_STEPS;
   const plexusAlgoTopo_v1_t at = algoTopology(topo, 0, nChannels, buffSize);
   std::vector<const AlgoPlugin*> plugins;
-  if (loadAlgorithms(configAlgorithms(*config), &plugins) != ncclSuccess) {
+  if (loadAlgorithms(communicatorAlgorithms(*config), &plugins) != ncclSuccess) {
     fprintf(stderr, "plexus-info: %s\n", ncclGetLastError(nullptr));
     return 1;
   }

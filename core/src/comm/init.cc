@@ -51,10 +51,7 @@ uint64_t placeOf(ncclComm* comm, const CpuMask& cpus) {
 
 ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
-  std::vector<std::string> names = configAlgorithms(*comm->config);
-  // Point-to-point is no choice of the configuration's: every communicator can send and receive.
-  if (std::find(names.begin(), names.end(), "p2p") == names.end()) names.push_back("p2p");
-  NCCLCHECK(loadAlgorithms(names, &plugins));
+  NCCLCHECK(loadAlgorithms(communicatorAlgorithms(*comm->config), &plugins));
   const plexusAlgoTopo_v1_t topo = algoTopology(comm->topo, comm->rank, comm->channels.count, comm->buffSize);
   bool haveRing = false, haveTree = false;
   std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));

@@ -1,18 +1,19 @@
 #include "config/config.h"
 
+#include <plexus/device_v1.h>
 #include <strings.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <plexus/device_v1.h>
 #include <sstream>
 
 #include "misc/check.h"
@@ -132,8 +133,9 @@ ncclResult_t sizeValue(const Checker& c, const json& v, const std::string& ptr, 
     return ncclSuccess;
   }
   if (v.is_string() && parseBytes(v.get<std::string>(), out)) return ncclSuccess;
-  return c.fail(ptr, key, "expected a byte size (an integer, or a string with a K, M or G suffix such as \"64K\"), got " +
-                              (v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump()));
+  return c.fail(ptr, key,
+                "expected a byte size (an integer, or a string with a K, M or G suffix such as \"64K\"), got " +
+                    (v.is_string() ? "\"" + v.get<std::string>() + "\"" : v.dump()));
 }
 
 ncclResult_t intValue(const Checker& c, const json& v, const std::string& ptr, const std::string& key, int lo, int hi,
@@ -167,13 +169,17 @@ ncclResult_t countRange(const Checker& c, const json& v, const std::string& ptr,
 const struct {
   const char* name;
   ncclFunc_t func;
-} kCollectives[] = {{"allreduce", ncclFuncAllReduce}, {"broadcast", ncclFuncBroadcast}, {"reduce", ncclFuncReduce},
-                    {"allgather", ncclFuncAllGather}, {"reducescatter", ncclFuncReduceScatter}};
+} kCollectives[] = {{"allreduce", ncclFuncAllReduce},
+                    {"broadcast", ncclFuncBroadcast},
+                    {"reduce", ncclFuncReduce},
+                    {"allgather", ncclFuncAllGather},
+                    {"reducescatter", ncclFuncReduceScatter}};
 
 ncclResult_t parseRule(const Checker& c, const json& r, int k, TuningRule* out) {
   const std::string ptr = "/tuning/" + std::to_string(k), name = "tuning[" + std::to_string(k) + "]";
   if (!r.is_object()) return c.fail(ptr, name, "expected an object, got " + typeOf(r));
-  NCCLCHECK(c.keys(r, ptr, name, {"collective", "bytes", "nranks", "nnodes", "algorithm", "protocol", "channels", "chunk"}));
+  NCCLCHECK(
+      c.keys(r, ptr, name, {"collective", "bytes", "nranks", "nnodes", "algorithm", "protocol", "channels", "chunk"}));
   TuningRule t;
   t.number = k + 1;
   t.line = c.line(ptr);
@@ -195,9 +201,12 @@ ncclResult_t parseRule(const Checker& c, const json& r, int k, TuningRule* out) 
     if (b.size() == 2) NCCLCHECK(sizeValue(c, b[1], bp + "/1", bk + "[1]", &t.bytesHi));
     if (t.bytesLo >= t.bytesHi) return c.fail(bp, bk, "empty range " + b.dump() + ": lo must be below hi");
   }
-  if (r.contains("nranks")) NCCLCHECK(countRange(c, r["nranks"], ptr + "/nranks", name + ".nranks", &t.nranksLo, &t.nranksHi));
-  if (r.contains("nnodes")) NCCLCHECK(countRange(c, r["nnodes"], ptr + "/nnodes", name + ".nnodes", &t.nnodesLo, &t.nnodesHi));
-  if (r.contains("algorithm")) NCCLCHECK(stringValue(c, r["algorithm"], ptr + "/algorithm", name + ".algorithm", &t.algorithm));
+  if (r.contains("nranks"))
+    NCCLCHECK(countRange(c, r["nranks"], ptr + "/nranks", name + ".nranks", &t.nranksLo, &t.nranksHi));
+  if (r.contains("nnodes"))
+    NCCLCHECK(countRange(c, r["nnodes"], ptr + "/nnodes", name + ".nnodes", &t.nnodesLo, &t.nnodesHi));
+  if (r.contains("algorithm"))
+    NCCLCHECK(stringValue(c, r["algorithm"], ptr + "/algorithm", name + ".algorithm", &t.algorithm));
   if (r.contains("protocol")) {
     std::string s;
     NCCLCHECK(stringValue(c, r["protocol"], ptr + "/protocol", name + ".protocol", &s));
@@ -233,8 +242,9 @@ ncclResult_t findFile(std::string* path, struct stat* st) {
   path->clear();
   if (const char* env = getenv("PLEXUS_CONFIG")) {
     if (stat(env, st) != 0)
-      return setError(nullptr, ncclInvalidUsage, "config: PLEXUS_CONFIG=%s: %s. Set it to a readable JSON file, or unset it.",
-                      env, strerror(errno));
+      return setError(nullptr, ncclInvalidUsage,
+                      "config: PLEXUS_CONFIG=%s: %s. Set it to a readable JSON file, or unset it.", env,
+                      strerror(errno));
     *path = env;
     return ncclSuccess;
   }
@@ -258,10 +268,14 @@ bool parseBytes(const std::string& text, uint64_t* out) {
   if (errno) return false;
   uint64_t mult = 1;
   std::string suffix(end);
-  if (suffix == "K" || suffix == "k") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g") mult = 1ull << 30;
-  else if (!suffix.empty()) return false;
+  if (suffix == "K" || suffix == "k")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1ull << 30;
+  else if (!suffix.empty())
+    return false;
   if (v > UINT64_MAX / mult) return false;
   *out = v * mult;
   return true;
@@ -280,8 +294,9 @@ ncclResult_t configParse(const std::string& text, const std::string& path, Confi
     for (size_t i = 0; i < e.byte && i < text.size(); i++) line += text[i] == '\n';
     std::string why = e.what();
     if (size_t colon = why.rfind(": "); colon != std::string::npos) why = why.substr(colon + 2);
-    return setError(nullptr, ncclInvalidUsage, "config %s:%d: not valid JSON: %s. Fix the file or point PLEXUS_CONFIG elsewhere.",
-                    path.c_str(), line, why.c_str());
+    return setError(nullptr, ncclInvalidUsage,
+                    "config %s:%d: not valid JSON: %s. Fix the file or point PLEXUS_CONFIG elsewhere.", path.c_str(),
+                    line, why.c_str());
   }
   Locator loc(text);
   Checker c(path, loc);
@@ -307,8 +322,9 @@ ncclResult_t configParse(const std::string& text, const std::string& path, Confi
         NCCLCHECK(stringValue(c, a[k], ptr + "/" + std::to_string(k), name + "[" + std::to_string(k) + "]", &s));
         if (list == &cfg.transports && (s == "net" || s == "none"))
           return c.fail(ptr + "/" + std::to_string(k), name + "[" + std::to_string(k) + "]",
-                        "'" + s + "' is not a transport plugin: the built-in net transport always comes last; list "
-                        "the plugins to try before it");
+                        "'" + s +
+                            "' is not a transport plugin: the built-in net transport always comes last; list "
+                            "the plugins to try before it");
         list->push_back(s);
       }
     }
@@ -326,10 +342,14 @@ ncclResult_t configParse(const std::string& text, const std::string& path, Confi
       if (k == "PLEXUS_CONFIG") return c.fail(ptr, key, "the configuration cannot name another configuration");
       const json& v = it.value();
       std::string value;
-      if (v.is_string()) value = v.get<std::string>();
-      else if (v.is_number_integer()) value = std::to_string(v.get<int64_t>());
-      else if (v.is_boolean()) value = v.get<bool>() ? "1" : "0";
-      else return c.fail(ptr, key, "expected a string, an integer or a boolean, got " + typeOf(v));
+      if (v.is_string())
+        value = v.get<std::string>();
+      else if (v.is_number_integer())
+        value = std::to_string(v.get<int64_t>());
+      else if (v.is_boolean())
+        value = v.get<bool>() ? "1" : "0";
+      else
+        return c.fail(ptr, key, "expected a string, an integer or a boolean, got " + typeOf(v));
       cfg.defaults.emplace_back(k, value);
     }
   }
@@ -353,11 +373,12 @@ ncclResult_t configParse(const std::string& text, const std::string& path, Confi
 
 ncclResult_t configLoad(std::shared_ptr<const Config>* out) {
   std::string path;
-  struct stat st{};
+  struct stat st {};
   NCCLCHECK(findFile(&path, &st));
-  const std::string key = path.empty() ? "" : path + ":" + std::to_string(st.st_size) + ":" +
-                                                   std::to_string(st.st_mtim.tv_sec) + "." +
-                                                   std::to_string(st.st_mtim.tv_nsec);
+  const std::string key = path.empty()
+                              ? ""
+                              : path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) +
+                                    "." + std::to_string(st.st_mtim.tv_nsec);
   {
     std::lock_guard<std::mutex> lock(loadMutex);
     if (current && key == currentKey) {
@@ -416,6 +437,12 @@ std::vector<std::string> configAlgorithms(const Config& config) {
   auto env = envGet("ALGORITHMS");
   if (!env && !config.algorithms.empty()) return config.algorithms;
   return commaList(env ? *env : "ring,direct,tree");
+}
+
+std::vector<std::string> communicatorAlgorithms(const Config& config) {
+  std::vector<std::string> names = configAlgorithms(config);
+  if (std::find(names.begin(), names.end(), "p2p") == names.end()) names.push_back("p2p");
+  return names;
 }
 
 bool configDefault(const std::string& var, std::string* value) {

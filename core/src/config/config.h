@@ -66,6 +66,9 @@ ncclResult_t configLoad(std::shared_ptr<const Config>* out);
 // The algorithm plugins to load: PLEXUS_ALGORITHMS, else the configuration's plugins.algorithms, else
 // the default set (ring, direct, tree).
 std::vector<std::string> configAlgorithms(const Config& config);
+// What a communicator loads: those, and algo-p2p, which every communicator needs for its sends and receives (and
+// which serves the collectives the tuner gives it as point-to-point).
+std::vector<std::string> communicatorAlgorithms(const Config& config);
 
 // The transport plugins to use, in order (the built-in net transport always comes after them):
 // PLEXUS_TRANSPORT_PLUGIN (comma-separated names or paths, or "none"), else the configuration's plugins.transports,

@@ -32,6 +32,7 @@ struct Task {
   // Nonzero on the sends and receives of one collective lowered to point-to-point (planner.cc): a launch
   // takes them all or none, as every rank splits its launches at the same places.
   uint32_t unit;
+  const char* loweredBy;  // on those: why the tuner gave the collective to algo-p2p (an interned reason)
   void* profApi;  // the operation's CollApi/P2pApi profiler event: its Coll/P2p events' parent (NULL: none)
 };
 

@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <plexus/device/p2p.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -9,14 +10,13 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include <plexus/device/p2p.h>
+#include "device/runtime.h"
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/env.h"
 #include "misc/rand.h"
-#include "device/runtime.h"
-#include "plugin/loader.h"
 #include "planner/launch.h"
+#include "plugin/loader.h"
 #include "profiler/profiler.h"
 #include "transport/transport.h"
 
@@ -24,24 +24,37 @@ namespace plexus {
 
 size_t typeSize(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char* funcName(ncclFunc_t func) {
   static const char* names[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv",
-                                "Send", "Recv", "AlltoAll", "Scatter", "Gather"};
+                                "Send",      "Recv",   "AlltoAll",  "Scatter",       "Gather"};
   return func >= 0 && func < ncclNumFuncs ? names[func] : "Unknown";
 }
 
 const char* typeName(ncclDataType_t type) {
   // NCCL's enum order.
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
-                                "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  static const char* names[] = {"int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
+                                "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return type >= 0 && type < (int)(sizeof names / sizeof names[0]) ? names[type] : "unknown";
 }
 
@@ -53,8 +66,12 @@ const char* protoName(int proto) {
 size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int nRanks) {
   size_t bytes = count * typeSize(type);
   switch (func) {
-    case ncclFuncAllGather: case ncclFuncReduceScatter: case ncclFuncAlltoAll: return bytes * nRanks;
-    default: return bytes;
+    case ncclFuncAllGather:
+    case ncclFuncReduceScatter:
+    case ncclFuncAlltoAll:
+      return bytes * nRanks;
+    default:
+      return bytes;
   }
 }
 
@@ -97,9 +114,37 @@ ncclResult_t startTuner(ncclComm* comm) {
     if (ids[r] != mine) others += (others.empty() ? "" : ",") + std::to_string(r);
   if (others.empty()) return ncclSuccess;
   if (started)
-    WARN("%s: not used: rank(s) %s run without it or with another tuner, and every rank must choose alike; load "
-         "the same tuner plugin on every rank (NCCL_TUNER_PLUGIN)", plugin->label.c_str(), others.c_str());
+    WARN(
+        "%s: not used: rank(s) %s run without it or with another tuner, and every rank must choose alike; load "
+        "the same tuner plugin on every rank (NCCL_TUNER_PLUGIN)",
+        plugin->label.c_str(), others.c_str());
   tuningStopTuner(&comm->tuning);
+  return ncclSuccess;
+}
+
+// Each rank decides every operation alone; ranks whose decisions rest on different inputs would run different
+// algorithms for one collective and hang. Compared across ranks once, at init: a difference fails init on every
+// rank, naming both inputs.
+ncclResult_t checkInputsAlike(ncclComm* comm) {
+  struct Inputs {
+    uint64_t hash;
+    char text[504];
+  };
+  std::vector<Inputs> all(comm->nRanks);
+  const std::string mine = tuningInputs(comm->tuning);
+  // The configuration's path may differ between nodes; its rules may not.
+  const std::string compared = mine.substr(0, mine.rfind(" from "));
+  Inputs& me = all[comm->rank];
+  me.hash = hashBytes(compared.data(), compared.size());
+  snprintf(me.text, sizeof me.text, "%s", mine.c_str());
+  NCCLCHECK(comm->bootstrap->allGather(all.data(), sizeof(Inputs)));
+  for (int r = 0; r < comm->nRanks; r++)
+    if (all[r].hash != me.hash)
+      return setError(comm, ncclInvalidUsage,
+                      "rank %d and rank %d would choose algorithms differently: rank %d has %s; rank %d has %s. Set "
+                      "NCCL_ALGO, NCCL_PROTO, PLEXUS_P2P_COLLECTIVES, PLEXUS_MIN_CHANNEL_BYTES, PLEXUS_ALGORITHMS and "
+                      "the configuration file's tuning rules alike on every rank",
+                      comm->rank, r, comm->rank, me.text, r, all[r].text);
   return ncclSuccess;
 }
 
@@ -109,9 +154,12 @@ ncclResult_t plannerInit(ncclComm* comm) {
   comm->tuning.comm = comm;
   NCCLCHECK(tuningInit(&comm->tuning, &comm->algos, comm->config, comm->rank, comm->nRanks, comm->topo.nNodes,
                        comm->channels.count, comm->buffSize / PLEXUS_STEPS));
-  NCCLCHECK(startTuner(comm));
   comm->planner.checkArgs = envInt("CHECK_MODE", 0) != 0;
   comm->planner.p2pCollectives = envInt("P2P_COLLECTIVES", 1) != 0;
+  // PLEXUS_P2P_COLLECTIVES=0 keeps collectives off algo-p2p (its sends and receives stay).
+  if (!comm->planner.p2pCollectives && comm->p2pAlgo >= 0) comm->tuning.algoAllowed[comm->p2pAlgo] = false;
+  NCCLCHECK(checkInputsAlike(comm));
+  NCCLCHECK(startTuner(comm));
   return ncclSuccess;
 }
 
@@ -136,7 +184,8 @@ ncclResult_t crossCheck(ncclComm* comm, const std::vector<Task>& tasks) {
     if (counts[r] != counts[comm->rank])
       return setError(comm, ncclInvalidUsage,
                       "check mode: rank %d has %d collective(s) in this group, rank %d has %d: every rank must call "
-                      "the same collectives in the same order", r, counts[r], comm->rank, counts[comm->rank]);
+                      "the same collectives in the same order",
+                      r, counts[r], comm->rank, counts[comm->rank]);
   for (size_t k = 0; k < colls.size(); k++) {
     const Task& t = *colls[k];
     std::vector<Sig> sigs(n);
@@ -145,7 +194,7 @@ ncclResult_t crossCheck(ncclComm* comm, const std::vector<Task>& tasks) {
     const Sig& me = sigs[comm->rank];
     for (int r = 0; r < n; r++) {
       const Sig& o = sigs[r];
-      const char* what = o.func != me.func         ? "collective"
+      const char* what = o.func != me.func           ? "collective"
                          : o.datatype != me.datatype ? "datatype"
                          : o.redop != me.redop       ? "reduction op"
                          : o.root != me.root         ? "root"
@@ -172,31 +221,24 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
   return tuningDecide(comm->tuning, task.func, bytes, d);
 }
 
-// Within one node a large AllGather is every rank sending its part to every other, and a Broadcast between two
-// ranks one message: as point-to-point each part crosses once, written straight into the receiver's buffer
-// (zero-copy), where the ring copies it into a connector slot and out again at every hop. Only where the cost
-// model alone would decide (no NCCL_ALGO/NCCL_PROTO, rule or tuner), which every rank sees alike. The
-// Broadcast only up to kP2pBroadcastMaxBytes: beyond, one core copying everything measured slower than the
-// ring's pipeline, which keeps both busy.
-constexpr size_t kP2pBroadcastMaxBytes = 512 * 1024;
-
-bool lowersToP2p(ncclComm* comm, const Task& t) {
-  if (!comm->planner.p2pCollectives || comm->topo.nNodes != 1 || comm->nRanks < 2 ||
-      2 * comm->nRanks > PLEXUS_P2P_MAX_WORKS)  // a unit (2 nRanks tasks) must fit a launch
-    return false;
-  const size_t bytes = t.count * typeSize(t.datatype);
-  if (bytes < PLEXUS_P2P_ZERO_COPY_MIN_BYTES) return false;
-  const bool broadcast = t.func == ncclFuncBroadcast && comm->nRanks == 2 && bytes <= kP2pBroadcastMaxBytes;
-  if (t.func != ncclFuncAllGather && !broadcast) return false;
-  return tuningUnconstrained(comm->tuning, t.func, collectiveBytes(t.func, t.count, t.datatype, comm->nRanks));
+// A collective the tuner gave to algo-p2p (an AllGather, or a Broadcast between two ranks, large enough to go
+// zero-copy within one node: its cost model) runs as that rank's sends and receives. Every rank decides alike from
+// the same inputs (plannerInit checks that they are the same on every rank).
+bool lowersToP2p(ncclComm* comm, const Task& t, const char** why) {
+  if ((t.func != ncclFuncAllGather && t.func != ncclFuncBroadcast) || comm->p2pAlgo < 0) return false;
+  Decision d;
+  if (decide(comm, t, &d) != ncclSuccess || d.algo != comm->p2pAlgo) return false;
+  *why = d.reason;
+  return true;
 }
 
 // Appends the sends and receives that do t (lowersToP2p), this rank's own part as a send to itself.
-void lowerToP2p(ncclComm* comm, const Task& t, uint32_t unit, std::vector<Task>* out) {
+void lowerToP2p(ncclComm* comm, const Task& t, uint32_t unit, const char* why, std::vector<Task>* out) {
   const size_t bytes = t.count * typeSize(t.datatype);
   auto add = [&](ncclFunc_t func, int peer, const void* buf) {
     Task p = t;
     p.unit = unit;
+    p.loweredBy = why;
     p.func = func;
     p.peer = peer;
     p.root = -1;
@@ -304,7 +346,8 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   // Collectives first, then point-to-point, each in call order: ranks may interleave their sends
   // and receives differently, and every rank must see the collectives in the same order.
   auto isColl = [](const Task& t) { return !isP2p(t.func); };
-  if (!std::is_partitioned(tasks.begin(), tasks.end(), isColl)) std::stable_partition(tasks.begin(), tasks.end(), isColl);
+  if (!std::is_partitioned(tasks.begin(), tasks.end(), isColl))
+    std::stable_partition(tasks.begin(), tasks.end(), isColl);
   if (comm->planner.checkArgs) NCCLCHECK(crossCheck(comm, tasks));
   // Lowered collectives go after the kept ones and before the application's sends and receives (whose
   // number may differ between ranks), so that their units sit at the same places on every rank.
@@ -313,8 +356,11 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   uint32_t unit = 0;
   size_t kept = 0;
   for (size_t k = 0; k < nColl; k++) {
-    if (lowersToP2p(comm, tasks[k])) lowerToP2p(comm, tasks[k], ++unit, &lowered);
-    else tasks[kept++] = tasks[k];
+    const char* why = nullptr;
+    if (lowersToP2p(comm, tasks[k], &why))
+      lowerToP2p(comm, tasks[k], ++unit, why, &lowered);
+    else
+      tasks[kept++] = tasks[k];
   }
   if (unit) {
     tasks.erase(tasks.begin() + kept, tasks.begin() + nColl);
@@ -348,8 +394,15 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     for (size_t k = 0; k < j - i; k++) {
       const Task& t = tasks[i + k];
       Decision d;
-      if (isP2p(t.func)) d = Decision{comm->p2pAlgo, PLEXUS_PROTO_SIMPLE, 1, comm->buffSize / PLEXUS_STEPS, 0, "p2p"};
-      else NCCLCHECK(decide(comm, t, &d));
+      if (isP2p(t.func))
+        d = Decision{comm->p2pAlgo,
+                     PLEXUS_PROTO_SIMPLE,
+                     1,
+                     comm->buffSize / PLEXUS_STEPS,
+                     0,
+                     t.unit && t.loweredBy ? t.loweredBy : "p2p"};
+      else
+        NCCLCHECK(decide(comm, t, &d));
       plexusDevWork_v1_t& w = works[k];
       w.func = (uint8_t)t.func;
       w.datatype = (uint8_t)t.datatype;
@@ -369,10 +422,11 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
       w.opSeq = comm->opCount++;
       comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
                                             protoName(d.proto), d.nChannels, d.chunkBytes, d.reason};
-      TRACE(NCCL_COLL, "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d "
-            "channel(s), chunk %zu B", funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype,
-            (int)t.userOp, t.root, t.sendbuff, t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol,
-            d.nChannels, d.chunkBytes);
+      TRACE(NCCL_COLL,
+            "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d "
+            "channel(s), chunk %zu B",
+            funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype, (int)t.userOp, t.root, t.sendbuff,
+            t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol, d.nChannels, d.chunkBytes);
       if (profMask & (isP2p(t.func) ? kProfileP2pTree : kProfileCollTree)) [[unlikely]]
         profileEnqueued(comm, t, d, w.opSeq, group.handle);
     }

@@ -9,6 +9,7 @@
 #include "comm/communicator.h"
 #include "misc/check.h"
 #include "misc/env.h"
+#include "misc/rand.h"
 #include "plugin/loader.h"
 
 namespace plexus {
@@ -49,8 +50,9 @@ ncclResult_t allowedProtocols(uint32_t* mask) {
     bool known = false;
     for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) known |= strcasecmp(n.c_str(), protoName(p)) == 0;
     if (!known)
-      return setError(nullptr, ncclInvalidUsage, "NCCL_PROTO=\"%s\": unknown protocol \"%s\" (known: LL, LL128, Simple)",
-                      envGet("PROTO")->c_str(), n.c_str());
+      return setError(nullptr, ncclInvalidUsage,
+                      "NCCL_PROTO=\"%s\": unknown protocol \"%s\" (known: LL, LL128, Simple)", envGet("PROTO")->c_str(),
+                      n.c_str());
   }
   *mask = 0;
   for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++)
@@ -82,7 +84,7 @@ int ncclAlgoIndex(const std::string& name) {
 
 // Our protocol indices are NCCL's, so a protocol's cost-table column is its PLEXUS_PROTO_* value.
 static_assert(PLEXUS_PROTO_LL == NCCL_PROTO_LL && PLEXUS_PROTO_LL128 == NCCL_PROTO_LL128 &&
-              PLEXUS_PROTO_SIMPLE == NCCL_PROTO_SIMPLE && PLEXUS_NUM_PROTOCOLS == NCCL_NUM_PROTOCOLS,
+                  PLEXUS_PROTO_SIMPLE == NCCL_PROTO_SIMPLE && PLEXUS_NUM_PROTOCOLS == NCCL_NUM_PROTOCOLS,
               "protocol indices differ from NCCL's");
 
 // Tuner plugins are asked about NCCL's tuned collectives alone (Broadcast..AllReduce,
@@ -115,7 +117,8 @@ std::vector<Candidate> candidates(const Tuning& t, ncclFunc_t func, size_t bytes
 const Candidate* cheapest(const std::vector<Candidate>& cs, int algo, int proto) {
   const Candidate* best = nullptr;
   for (const Candidate& c : cs)
-    if ((algo < 0 || c.algo == algo) && (proto < 0 || c.proto == proto) && (!best || c.timeUs < best->timeUs)) best = &c;
+    if ((algo < 0 || c.algo == algo) && (proto < 0 || c.proto == proto) && (!best || c.timeUs < best->timeUs))
+      best = &c;
   return best;
 }
 
@@ -129,9 +132,12 @@ std::string describe(const Tuning& t, const Candidate& c) {
 // peer drains the other), one LL slot of lines, one LL128 step of lines (120 data bytes each).
 size_t maxChunk(const Tuning& t, int proto) {
   switch (proto) {
-    case PLEXUS_PROTO_LL: return (size_t)PLEXUS_LL_SLOT_LINES * 8;
-    case PLEXUS_PROTO_LL128: return PLEXUS_LL128_STEP_LINES(t.stepBytes) * PLEXUS_LL128_DATA_BYTES;
-    default: return t.stepBytes * 2;
+    case PLEXUS_PROTO_LL:
+      return (size_t)PLEXUS_LL_SLOT_LINES * 8;
+    case PLEXUS_PROTO_LL128:
+      return PLEXUS_LL128_STEP_LINES(t.stepBytes) * PLEXUS_LL128_DATA_BYTES;
+    default:
+      return t.stepBytes * 2;
   }
 }
 
@@ -167,8 +173,8 @@ ncclResult_t askTuner(const Tuning& t, ncclFunc_t func, size_t bytes, const std:
   if (r != ncclSuccess)
     return setError(t.comm, ncclInternalError,
                     "%s: getCollInfo failed with %s for %s of %zu bytes on %d ranks; fix the plugin or its "
-                    "configuration, or run without it (NCCL_TUNER_PLUGIN=none)", tuner.label.c_str(),
-                    ncclGetErrorString(r), funcName(func), bytes, t.nRanks);
+                    "configuration, or run without it (NCCL_TUNER_PLUGIN=none)",
+                    tuner.label.c_str(), ncclGetErrorString(r), funcName(func), bytes, t.nRanks);
   const bool changed = memcmp(before, table, sizeof table) != 0;
   out->channels = std::max(nChannels, 0);
   if (!changed && !out->channels) return ncclSuccess;
@@ -221,8 +227,10 @@ ncclResult_t tuningStartTuner(Tuning* t, const TunerPlugin* plugin, uint64_t com
   void* ctx = nullptr;
   ncclResult_t r = plugin->api->init(&ctx, commId, (size_t)t->nRanks, (size_t)t->nNodes, debugLog, &nvl, &constants);
   if (r != ncclSuccess) {
-    WARN("%s: init failed with %s on rank %d; running without a tuner plugin. Fix the plugin or its configuration, "
-         "or set NCCL_TUNER_PLUGIN=none", plugin->label.c_str(), ncclGetErrorString(r), t->rank);
+    WARN(
+        "%s: init failed with %s on rank %d; running without a tuner plugin. Fix the plugin or its configuration, "
+        "or set NCCL_TUNER_PLUGIN=none",
+        plugin->label.c_str(), ncclGetErrorString(r), t->rank);
     return ncclSuccess;
   }
   t->tuner = plugin;
@@ -265,8 +273,8 @@ ncclResult_t tuningInit(Tuning* t, const std::vector<AlgoInstance>* algos, std::
       for (const AlgoInstance& i : *algos) loaded += (loaded.empty() ? "" : ", ") + i.plugin->name;
       return setError(nullptr, ncclInvalidUsage,
                       "config %s:%d: tuning[%d].algorithm: \"%s\" is not a loaded algorithm (loaded: %s); load it "
-                      "with plugins.algorithms or PLEXUS_ALGORITHMS", cfg.path.c_str(), r.line, r.number - 1,
-                      r.algorithm.c_str(), loaded.c_str());
+                      "with plugins.algorithms or PLEXUS_ALGORITHMS",
+                      cfg.path.c_str(), r.line, r.number - 1, r.algorithm.c_str(), loaded.c_str());
     }
     const AlgoApi* api = (*algos)[a].plugin->api.get();
     if (r.proto >= 0 && !(api->protoMask & (1u << r.proto)))
@@ -277,22 +285,36 @@ ncclResult_t tuningInit(Tuning* t, const std::vector<AlgoInstance>* algos, std::
       const bool collective = f == ncclFuncBroadcast || f == ncclFuncReduce || f == ncclFuncAllGather ||
                               f == ncclFuncReduceScatter || f == ncclFuncAllReduce;
       if (collective && !serves((*algos)[a], f))
-        return setError(nullptr, ncclInvalidUsage,
-                        "config %s:%d: tuning[%d]: algorithm %s does not serve %s%s", cfg.path.c_str(), r.line,
-                        r.number - 1, r.algorithm.c_str(), funcName((ncclFunc_t)f),
+        return setError(nullptr, ncclInvalidUsage, "config %s:%d: tuning[%d]: algorithm %s does not serve %s%s",
+                        cfg.path.c_str(), r.line, r.number - 1, r.algorithm.c_str(), funcName((ncclFunc_t)f),
                         r.func < 0 ? " (the rule names no collective, so it applies to all: add \"collective\")" : "");
     }
   }
   return ncclSuccess;
 }
 
-bool tuningUnconstrained(const Tuning& t, ncclFunc_t func, size_t bytes) {
-  if (t.tuner || t.protoMask != (1u << PLEXUS_NUM_PROTOCOLS) - 1) return false;
-  for (bool allowed : t.algoAllowed)
-    if (!allowed) return false;
-  for (const TuningRule& r : t.config->rules)
-    if (r.matches(func, bytes, t.nRanks, t.nNodes)) return false;
-  return true;
+std::string tuningInputs(const Tuning& t) {
+  std::string s = "algorithms";
+  for (size_t a = 0; a < t.algos->size(); a++)
+    s += std::string(a ? "," : " ") + (*t.algos)[a].plugin->name + (t.algoAllowed[a] ? "" : " (excluded)");
+  auto algo = envGet("ALGO");
+  auto proto = envGet("PROTO");
+  s += "; NCCL_ALGO=" + (algo ? *algo : std::string("(unset)")) + "; NCCL_PROTO=" + (proto ? *proto : "(unset)") +
+       "; PLEXUS_MIN_CHANNEL_BYTES=" + std::to_string(t.minChannelBytes) + "; ";
+  const Config& cfg = *t.config;
+  if (cfg.rules.empty()) return s + "no tuning rules";
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const TuningRule& r : cfg.rules) {
+    const std::string fields = std::to_string(r.func) + "/" + std::to_string(r.bytesLo) + "/" +
+                               std::to_string(r.bytesHi) + "/" + std::to_string(r.nranksLo) + "/" +
+                               std::to_string(r.nranksHi) + "/" + std::to_string(r.nnodesLo) + "/" +
+                               std::to_string(r.nnodesHi) + "/" + r.algorithm + "/" + std::to_string(r.proto) + "/" +
+                               std::to_string(r.channels) + "/" + std::to_string(r.chunkBytes) + ";";
+    h = hashBytes(fields.data(), fields.size(), h);
+  }
+  char tail[64];
+  snprintf(tail, sizeof tail, "%zu tuning rule(s) #%016llx", cfg.rules.size(), (unsigned long long)h);
+  return s + tail + " from " + cfg.path;
 }
 
 ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d) {
@@ -377,12 +399,13 @@ ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d)
   const int ncclAlgo = ncclAlgoIndex((*t.algos)[pick->algo].plugin->name);
   if (askTunerNow && ncclAlgo >= 0 && t.tuner->api->hasChunkSize()) {
     size_t tunedChunk = dec.chunkBytes;
-    ncclResult_t r = t.tuner->api->getChunkSize(t.tunerCtx, func, bytes, ncclAlgo, dec.proto, dec.nChannels,
-                                                &tunedChunk);
+    ncclResult_t r =
+        t.tuner->api->getChunkSize(t.tunerCtx, func, bytes, ncclAlgo, dec.proto, dec.nChannels, &tunedChunk);
     if (r != ncclSuccess)
       return setError(t.comm, ncclInternalError,
                       "%s: getChunkSize failed with %s for %s of %zu bytes; fix the plugin or run without it "
-                      "(NCCL_TUNER_PLUGIN=none)", t.tuner->label.c_str(), ncclGetErrorString(r), funcName(func), bytes);
+                      "(NCCL_TUNER_PLUGIN=none)",
+                      t.tuner->label.c_str(), ncclGetErrorString(r), funcName(func), bytes);
     if (tunedChunk && tunedChunk != dec.chunkBytes) {
       dec.chunkBytes = std::min(tunedChunk, maxChunk(t, dec.proto));
       why += "; its chunk " + std::to_string(dec.chunkBytes) + " B";

@@ -77,9 +77,10 @@ ncclResult_t tuningInit(Tuning* t, const std::vector<AlgoInstance>* algos, std::
 ncclResult_t tuningStartTuner(Tuning* t, const TunerPlugin* plugin, uint64_t commId,
                               const ncclNvlDomainInfo_v6_t& nvlDomains, bool* started);
 void tuningStopTuner(Tuning* t);
-// True when nothing but the cost model would decide func of `bytes`: NCCL_ALGO and NCCL_PROTO allow every
-// loaded algorithm and protocol, no configuration rule matches and no tuner plugin runs.
-bool tuningUnconstrained(const Tuning& t, ncclFunc_t func, size_t bytes);
+// What every decision of t depends on besides the operation, as text: the algorithms in order, NCCL_ALGO,
+// NCCL_PROTO, PLEXUS_MIN_CHANNEL_BYTES and the configuration's rules (by content, not path). Ranks that differ
+// in it would pick different algorithms for one collective and wait on each other for ever.
+std::string tuningInputs(const Tuning& t);
 
 // The decision for one operation of `bytes` (NCCL's size for func).
 ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d);

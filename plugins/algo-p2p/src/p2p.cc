@@ -1,18 +1,29 @@
-// algo-p2p: every point-to-point operation (ncclSend, ncclRecv, and AlltoAll, Gather, Scatter and the collectives
-// the planner lowers to them) runs here, through the step loop both backends share (plexus/device/p2p.h). It prices
-// no collective: the tuner never picks it; the planner gives it every send and receive.
+// algo-p2p: every point-to-point operation (ncclSend, ncclRecv, and AlltoAll, Gather, Scatter) runs here, through
+// the step loop both backends share (plexus/device/p2p.h). It also prices AllGather and Broadcast done as grouped
+// point-to-point within one node, where each part crosses once, written straight into the receiver's buffer
+// (zero-copy), instead of into a connector slot and out again at every hop: when the tuner picks p2p for one of
+// them (its cost model below, a configuration rule, NCCL_ALGO), the planner lowers it to sends and receives that
+// run here.
 #include <plexus/algo_v2.h>
 #include <plexus/device/p2p.h>
 
 #include <atomic>
+#include <new>
 
 namespace {
 
 std::atomic<ncclDebugLogger_t> logger{nullptr};
 
-ncclResult_t p2pInit(void** ctx, const plexusAlgoTopo_v2_t*, ncclDebugLogger_t log) {
+struct Context {
+  plexusAlgoTopo_v2_t topo;
+};
+
+ncclResult_t p2pInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
   if (log) logger.store(log, std::memory_order_relaxed);
-  *ctx = nullptr;
+  auto* c = new (std::nothrow) Context{*topo};
+  if (!c) return ncclSystemError;
+  c->topo.rankNode = c->topo.rankLocalRank = nullptr;
+  *ctx = c;
   return ncclSuccess;
 }
 
@@ -23,8 +34,31 @@ ncclResult_t p2pBuildGraph(void*, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
-ncclResult_t p2pCost(void*, ncclFunc_t, int, size_t, int, float* timeUs) {
+// Broadcast as point-to-point only up to this: beyond, the root's one core copying everything measured slower than
+// the ring's pipeline, which keeps both ranks copying.
+constexpr size_t kBroadcastMaxBytes = 512 * 1024;
+
+// AllGather (any number of ranks) and Broadcast (two ranks) within one node, from PLEXUS_P2P_ZERO_COPY_MIN_BYTES per
+// part on (below, messages go through the connector slots as a ring's do, and gain nothing). Alpha-beta as
+// algo-direct's, with the core's link figures: the zero-copy handshake costs a round trip (two hops; a hop per
+// peer where the node's ranks share cores), and each part is copied once, where the ring and direct copy it into a
+// slot and out again: twice the link bandwidth. The bytes the busiest rank receives: (n-1)/n of AllGather's size,
+// all of Broadcast's.
+ncclResult_t p2pCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int, float* timeUs) {
+  const plexusAlgoTopo_v2_t& t = static_cast<Context*>(ctx)->topo;
+  const int n = t.nRanks;
   *timeUs = -1.0f;
+  if (proto != PLEXUS_PROTO_SIMPLE || t.nNodes != 1 || n < 2 || 2 * n > PLEXUS_P2P_MAX_WORKS) return ncclSuccess;
+  float bytes;
+  if (func == ncclFuncAllGather && nBytes / n >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES)
+    bytes = (float)(n - 1) / n * (float)nBytes;  // a lowered unit is 2n tasks, which must fit one launch
+  else if (func == ncclFuncBroadcast && n == 2 && nBytes >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES &&
+           nBytes <= kBroadcastMaxBytes)
+    bytes = (float)nBytes;
+  else
+    return ncclSuccess;
+  const float hops = 2.0f * (t.coresShared ? (float)(n - 1) : 1.0f);
+  *timeUs = hops * t.localHopUs + bytes / (2.0f * t.localGBs * 1e3f);
   return ncclSuccess;
 }
 
@@ -42,7 +76,10 @@ ncclResult_t p2pRunHost(void*, const plexusDevKernelArgs_v1_t* args, int channel
   return r;
 }
 
-ncclResult_t p2pFinalize(void*) { return ncclSuccess; }
+ncclResult_t p2pFinalize(void* ctx) {
+  delete static_cast<Context*>(ctx);
+  return ncclSuccess;
+}
 
 }  // namespace
 
@@ -54,7 +91,7 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
     PLEXUS_ALGO_ABI_VERSION,
     sizeof(plexusAlgo_v2_t),
     "p2p",
-    (1u << ncclFuncSend) | (1u << ncclFuncRecv),
+    (1u << ncclFuncSend) | (1u << ncclFuncRecv) | (1u << ncclFuncAllGather) | (1u << ncclFuncBroadcast),
     1u << PLEXUS_PROTO_SIMPLE,
     p2pInit,
     p2pBuildGraph,
