@@ -170,7 +170,7 @@ bool deviceFailed(Comm* c, const char* call) {
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t logger,
                   ncclProfilerCallback_t profiler) {
   (void)commId, (void)config, (void)profiler;
-  setLogger(logger);
+  gLog.setLogger(logger);
   if (!ctx) {
     IB_WARN("init(): ctx is NULL");
     return ncclInvalidArgument;

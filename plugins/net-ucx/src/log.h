@@ -1,7 +1,7 @@
 // net-ucx: log lines through the runtime's logger, and environment knobs.
 #pragma once
 
-#include <plexus/types.h>
+#include <plexus/plugin_log.h>
 
 #include <chrono>
 
@@ -10,12 +10,10 @@ namespace plexus::net_ucx {
 using Clock = std::chrono::steady_clock;
 
 // The first non-NULL logger that init() receives; before that (or without one) warnings go to stderr.
-void setLogger(ncclDebugLogger_t logger);
-void logLine(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+inline sdk::PluginLog gLog{"NET/UCX", "net-ucx"};
 
-#define UCX_WARN(...) ::plexus::net_ucx::logLine(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
-#define UCX_INFO(flags, ...) ::plexus::net_ucx::logLine(NCCL_LOG_INFO, flags, __FILE__, __LINE__, __VA_ARGS__)
+#define UCX_WARN(...) ::plexus::net_ucx::gLog.line(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__)
+#define UCX_INFO(flags, ...) ::plexus::net_ucx::gLog.line(NCCL_LOG_INFO, flags, __FILE__, __LINE__, __VA_ARGS__)
 
 // A knob: PLEXUS_<name> wins over NCCL_<name>; nullptr when neither is set (or empty).
 const char* knob(const char* name);

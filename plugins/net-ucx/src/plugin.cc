@@ -19,7 +19,7 @@ constexpr int kMaxComms = 65536;
 ncclResult_t init(void** ctx, uint64_t commId, ncclNetCommConfig_v12_t* config, ncclDebugLogger_t logger,
                   ncclProfilerCallback_t profiler) {
   (void)config, (void)profiler;  // one traffic class; no profiler events
-  setLogger(logger);
+  gLog.setLogger(logger);
   if (!ctx) {
     UCX_WARN("init(): ctx is NULL");
     return ncclInvalidArgument;
