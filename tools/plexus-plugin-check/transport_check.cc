@@ -10,6 +10,7 @@
 #include <plexus/transport_v1.h>
 
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -206,14 +207,22 @@ std::string moveSteps(Pair* p, int steps, bool consume, double seconds) {
 }
 
 std::string freePair(Pair* p, bool recvFirst) {
-  ncclResult_t rs = ncclSuccess, rr = ncclSuccess;
-  const bool returned = within(10, [&] {
-    if (recvFirst) rr = p->t->recvFree(p->recv);
-    rs = p->t->sendFree(p->send);
-    if (!recvFirst) rr = p->t->recvFree(p->recv);
+  // Everything the frees need is copied into the thread: one that never returns must not write into this frame.
+  struct Results {
+    std::atomic<ncclResult_t> send{ncclSuccess}, recv{ncclSuccess};
+  };
+  auto res = std::make_shared<Results>();
+  const plexusTransport_v1_t* t = p->t;
+  void* send = p->send;
+  void* recv = p->recv;
+  const bool returned = within(10, [res, t, send, recv, recvFirst] {
+    if (recvFirst) res->recv = t->recvFree(recv);
+    res->send = t->sendFree(send);
+    if (!recvFirst) res->recv = t->recvFree(recv);
   });
   if (!returned) return std::string("free (") + (recvFirst ? "receive side first" : "send side first") +
                         ") did not return within 10 s";
+  const ncclResult_t rs = res->send, rr = res->recv;
   if (rs != ncclSuccess || rr != ncclSuccess)
     return std::string("sendFree/recvFree returned ") + ncclGetErrorString(rs) + "/" + ncclGetErrorString(rr);
   return "";

@@ -155,6 +155,10 @@ bool commIsLive(const ncclComm* comm);
 // Whether a live CUDA communicator of this process has kernels in flight (freeing GPU or pinned memory would wait
 // for them).
 bool commCudaKernelsBusy();
+// How long a device-side wait spins before yielding (NCCL_SPIN, else by whether the node's ranks, their channels
+// and, once a proxy-driven connection exists, the proxy thread each have a core): long only where no one waits for a
+// core that a spinning wait holds. Set at init, and again when the first proxy-driven connection is added.
+uint32_t commSpinPolls(const ncclComm* comm);
 
 // Tears down what init built (channels, connections, executor, plugins' contexts, bootstrap).
 void commFree(ncclComm* comm);

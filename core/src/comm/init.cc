@@ -263,10 +263,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   comm->devComm.abortFlag = &comm->abortFlag;
   comm->devComm.timeoutNs = (uint64_t)std::max<int64_t>(0, envInt("TIMEOUT", 0)) * 1000000000ull;
   comm->devComm.channels = comm->channels.dev.data();
-  // Spin long only where every channel of every rank of the node has a core; otherwise a spinning
-  // wait would take the core its peer needs to make progress.
-  const bool shared = comm->topo.coresShared(comm->channels.count);
-  comm->devComm.spinPolls = (uint32_t)envInt("SPIN", shared ? PLEXUS_SPIN_SHARED : 1 << 15);
+  comm->devComm.spinPolls = commSpinPolls(comm);
   comm->devCommForKernels = &comm->devComm;
   comm->channels.live = comm->channels.dev.data();
   p2pHostOpsInit(comm, &comm->p2pHostOps);
@@ -287,6 +284,12 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
 }
 
 }  // namespace
+
+uint32_t commSpinPolls(const ncclComm* comm) {
+  // A spinning wait where the node's threads outnumber its cores would take the core its peer needs to progress.
+  const bool shared = comm->topo.coresShared(comm->channels.count, comm->proxyConnections > 0);
+  return (uint32_t)envInt("SPIN", shared ? PLEXUS_SPIN_SHARED : 1 << 15);
+}
 
 void commRunInit(ncclComm* comm, std::vector<ncclUniqueId> ids) {
   ncclResult_t r = commInitImpl(comm, ids);

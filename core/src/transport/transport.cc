@@ -151,8 +151,8 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
         proxyAdd(&pc);
         // The proxy thread needs a core too (within a node this is known only now, a proxy-driven transport
         // having been chosen for a peer): waits that spin long would starve it.
-        if (comm->proxyConnections++ == 0 && !envGet("SPIN") && comm->topo.coresShared(comm->channels.count, true))
-          __atomic_store_n(&comm->devComm.spinPolls, (uint32_t)PLEXUS_SPIN_SHARED, __ATOMIC_RELAXED);
+        if (comm->proxyConnections++ == 0)
+          __atomic_store_n(&comm->devComm.spinPolls, commSpinPolls(comm), __ATOMIC_RELAXED);
       }
       done[i] = true;
       left--;
