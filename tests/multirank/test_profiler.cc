@@ -210,6 +210,27 @@ TEST_CASE("profiler: the activation mask chooses the events, with their ancestor
   CHECK(log.ofType(ncclProfileP2p).empty());
 }
 
+TEST_CASE("profiler: found in the net plugin's library when no profiler library is, as NCCL 2.28+") {
+  const std::string log = std::filesystem::temp_directory_path() / ("plexus-profiler-" + std::to_string(getpid()) + ".log");
+  std::filesystem::remove(log);
+  unsetenv("NCCL_PROFILER_PLUGIN");
+  setenv("TEST_PROFILER_LOG", log.c_str(), 1);
+  setenv("NCCL_NET_PLUGIN", (pluginDir + "libnccl-net-bundle.so").c_str(), 1);
+  CHECK(harness::runThreads(2, [](int, int, ncclComm_t comm, cudaStream_t stream) {
+          std::vector<float> a(100, 1.0f);
+          long bad = ncclAllReduce(a.data(), a.data(), 100, ncclFloat32, ncclSum, comm, stream) != ncclSuccess;
+          bad += plexusStreamSynchronize(stream) != ncclSuccess;
+          return bad + (a[99] != 2.0f);
+        }) == 0);
+  unsetenv("NCCL_NET_PLUGIN");
+  unsetenv("TEST_PROFILER_LOG");
+  const Log got = readLog(log);
+  CHECK(got.inits.size() == 2);  // the bundle's ncclProfiler_v6, one init per communicator
+  CHECK(!got.events.empty());
+  CHECK(got.finalizes == 2);
+  std::filesystem::remove(log);
+}
+
 TEST_CASE("profiler: a profiler that fails init, is missing or is turned off leaves the communicator working") {
   auto works = [] {
     return harness::runThreads(2, [](int, int, ncclComm_t comm, cudaStream_t stream) {

@@ -140,6 +140,24 @@ TEST_CASE("tuner: names resolve as NCCL's: as given, then libnccl-tuner-<name>.s
   CHECK(has(report, "exports v6, v5"));
 }
 
+TEST_CASE("tuner: found in the net plugin's library when none of its own is, as NCCL (aws-ofi-nccl ships one)") {
+  const std::string bundle = testPluginDir() + "libnccl-net-bundle.so";
+  std::string report;
+  // No libnccl-tuner.so anywhere: the default name falls back to the net plugin NCCL_NET_PLUGIN names.
+  const TunerPlugin* p = loadTuner("", "default", &report, bundle);
+  REQUIRE_MESSAGE(p != nullptr, report);
+  CHECK(p->path == bundle);
+  CHECK(p->version == 6);
+  CHECK(has(report, "from the net plugin's library, as no tuner library of its own was found"));
+  // A tuner library of its own wins over the net plugin's.
+  p = loadTuner(testPluginDir() + "libnccl-tuner-test-v5.so", "test", &report, bundle);
+  REQUIRE(p != nullptr);
+  CHECK(p->version == 5);
+  // A net plugin without a tuner, or none: no tuner, as before.
+  CHECK(loadTuner("", "default", &report, testPluginDir() + "libnccl-net-test-v12.so") == nullptr);
+  CHECK(loadTuner("", "default", &report, "none") == nullptr);
+}
+
 TEST_CASE("tuner: none, a missing tuner and broken ones give one line each, and no tuner") {
   std::string report;
   CHECK(loadTuner("none", "NCCL_TUNER_PLUGIN=none", &report) == nullptr);

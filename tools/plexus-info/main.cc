@@ -26,6 +26,7 @@
 #include "planner/planner.h"
 #include "planner/tuning.h"
 #include "plugin/loader.h"
+#include "plugin/net.h"
 #include "topo/hw_topo.h"
 #include "topo/topo.h"
 
@@ -344,7 +345,7 @@ int printTuning(const Options& o, const std::shared_ptr<const Config>& config) {
   if (auto env = envGet("TUNER_PLUGIN")) spec = *env, source = "NCCL_TUNER_PLUGIN=" + spec;
   else if (!config->tuner.empty()) spec = config->tuner, source = "plugins.tuner of " + config->path;
   std::string tunerReport;
-  const TunerPlugin* tuner = loadTuner(spec, source, &tunerReport);
+  const TunerPlugin* tuner = loadTuner(spec, source, &tunerReport, netPluginSpec(config->net));
   ncclNvlDomainInfo_v6_t nvl{o.nNodes, topo.nLocalRanks, topo.nLocalRanks};
   bool started = false;
   if (tuningStartTuner(&tuning, tuner, 0, nvl, &started) != ncclSuccess) {

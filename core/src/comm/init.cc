@@ -22,6 +22,7 @@
 #include "misc/rand.h"
 #include "planner/launch.h"
 #include "planner/planner.h"
+#include "plugin/net.h"
 #include "profiler/profiler.h"
 #include <plexus/device/arch.h>
 #include "topo/hw_topo.h"
@@ -247,7 +248,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
     info.nLocalRanks = comm->topo.nLocalRanks;
     // NCCL's precedence: the config's netName, then NCCL_NET; NCCL_NET_PLUGIN, then the file's plugins.net.
     const std::string netName = !comm->options.netName.empty() ? comm->options.netName : envStr("NET", "");
-    const std::string netPlugin = envStr("NET_PLUGIN", comm->config->net);
+    const std::string netPlugin = netPluginSpec(comm->config->net);
     info.netName = netName.empty() ? nullptr : netName.c_str();
     info.netPlugin = netPlugin.empty() ? nullptr : netPlugin.c_str();
     info.trafficClass = comm->options.trafficClass;

@@ -17,6 +17,7 @@
 #include "misc/rand.h"
 #include "planner/launch.h"
 #include "plugin/loader.h"
+#include "plugin/net.h"
 #include "profiler/profiler.h"
 #include "transport/transport.h"
 
@@ -95,7 +96,7 @@ ncclResult_t startTuner(ncclComm* comm) {
     spec = comm->config->tuner;
     source = "plugins.tuner of " + comm->config->path;
   }
-  const TunerPlugin* plugin = loadTuner(spec, source);
+  const TunerPlugin* plugin = loadTuner(spec, source, nullptr, netPluginSpec(comm->config->net));
   // NVLink domains: Plexus's are its nodes.
   ncclNvlDomainInfo_v6_t nvl{comm->topo.nNodes, comm->nRanks, 0};
   for (int n = 0; n < comm->topo.nNodes; n++) {

@@ -16,6 +16,7 @@
 #include "misc/check.h"
 #include "misc/debug.h"
 #include "misc/env.h"
+#include "plugin/net.h"
 #include "transport/net/net_transport.h"
 
 namespace plexus {
@@ -327,7 +328,8 @@ const void* newestSymbol(void* lib, const std::string& base, const std::vector<i
 namespace {
 
 // Opens and checks the tuner spec names; nullptr when none loads. *report: the line logged.
-std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::string& source, std::string* report) {
+std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::string& source, const std::string& netSpec,
+                                       std::string* report) {
   const bool named = !spec.empty();
   if (named && strcasecmp(spec.c_str(), "none") == 0) {
     *report = "tuner plugin: none (" + source + ")";
@@ -335,6 +337,21 @@ std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::strin
     return nullptr;
   }
   NcclLibrary opened = openNcclLibrary(spec, "libnccl-tuner");
+  std::string fromNet;
+  if (!opened.lib && strcasecmp(netSpec.c_str(), "none") != 0) {
+    // NCCL's fallback: the tuner inside the net plugin's library.
+    std::string netPath, found;
+    int version = 0;
+    if (void* netLib = netPluginLibrary(netSpec, &netPath)) {
+      if (newestSymbol(netLib, "ncclTunerPlugin_v", {6, 5, 4, 3, 2}, &version, &found)) {
+        opened.lib = netLib;
+        opened.path = netPath;
+        fromNet = "; from the net plugin's library, as no tuner library of its own was found";
+      } else {
+        dlclose(netLib);
+      }
+    }
+  }
   void* lib = opened.lib;
   const std::string& file = opened.file;
   const std::string what = named ? "tuner plugin '" + spec + "' (" + source + ")" : "tuner plugin";
@@ -382,29 +399,30 @@ std::unique_ptr<TunerPlugin> openTuner(const std::string& spec, const std::strin
   p->version = use->version;
   p->api = std::move(api);
   p->label = "tuner plugin " + p->name + " (" + path + ", v" + std::to_string(p->version) + ")";
-  *report = format("tuner plugin '%s': loaded %s (ncclTunerPlugin_v%d; the file exports %s; %s)", p->name.c_str(),
-                   path.c_str(), p->version, found.c_str(), named ? source.c_str() : "default name");
+  *report = format("tuner plugin '%s': loaded %s (ncclTunerPlugin_v%d; the file exports %s; %s%s)", p->name.c_str(),
+                   path.c_str(), p->version, found.c_str(), named ? source.c_str() : "default name", fromNet.c_str());
   INFO(NCCL_INIT | NCCL_TUNING, "%s", report->c_str());
   return p;  // the library stays open for the life of the process
 }
 
 // Every spec asked for so far and what it gave (plugin nullptr: none), so each is searched and logged once.
 struct TunerLoad {
-  std::string spec, report;
+  std::string spec, netSpec, report;
   std::unique_ptr<TunerPlugin> plugin;
 };
 std::vector<TunerLoad> tunerRegistry;
 
 }  // namespace
 
-const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report) {
+const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report,
+                             const std::string& netSpec) {
   std::lock_guard<std::mutex> lock(registryMutex);
   const TunerLoad* load = nullptr;
   for (const TunerLoad& l : tunerRegistry)
-    if (l.spec == spec) load = &l;
+    if (l.spec == spec && l.netSpec == netSpec) load = &l;
   if (!load) {
-    TunerLoad l{spec, "", nullptr};
-    l.plugin = openTuner(spec, source, &l.report);
+    TunerLoad l{spec, netSpec, "", nullptr};
+    l.plugin = openTuner(spec, source, netSpec, &l.report);
     tunerRegistry.push_back(std::move(l));
     load = &tunerRegistry.back();
   }

@@ -69,8 +69,11 @@ std::vector<std::string> transportPluginFiles();
 // and the folders beside libplexus.so. `source` says where spec came from, for the one log line: what
 // was searched, what loaded with which ABI version, or why not. A tuner that cannot be loaded is a
 // warning, never an error (as in NCCL): the runtime goes on without one. *report, if given, gets that
-// line (for plexus-info and tests), the same on every call for spec.
-const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report = nullptr);
+// line (for plexus-info and tests), the same on every call for spec. When the tuner's own library is not found, the
+// library of the net plugin netSpec names (NCCL_NET_PLUGIN's syntax; "none": no such lookup) is searched for the
+// tuner's symbols, as NCCL does (aws-ofi-nccl ships its tuner inside its net plugin).
+const TunerPlugin* loadTuner(const std::string& spec, const std::string& source, std::string* report = nullptr,
+                             const std::string& netSpec = "none");
 
 // A library opened as NCCL opens its plugins (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN): spec as given
 // (dlopen's own search), then <prefix>-<spec>.so for a bare name, then that file in PLEXUS_PLUGIN_PATH

@@ -114,15 +114,12 @@ const NetPlugin* netPluginSocket() {
   return socket.get();
 }
 
-ncclResult_t netPluginChoose(const std::string& pluginSpec, const std::string& netName, uint64_t commId,
-                             const ncclNetCommConfig_v12_t& config, ncclDebugLogger_t logger, const NetPlugin** out,
-                             void** ctx, std::string* report) {
-  // The candidates, in NCCL's order: the external plugins named, then the built-in socket net.
+namespace {
+// NCCL_NET_PLUGIN's list: "" (libnccl-net.so) when unset, nothing for "none".
+std::vector<std::string> netPluginSpecs(const std::string& pluginSpec) {
   std::vector<std::string> specs;
-  bool quietDefault = false;
   if (pluginSpec.empty()) {
     specs.push_back("");  // libnccl-net.so, if there is one
-    quietDefault = true;
   } else if (strcasecmp(pluginSpec.c_str(), "none") != 0) {
     size_t pos = 0;
     while (pos <= pluginSpec.size() && specs.size() < NCCL_NET_MAX_PLUGINS - 2) {
@@ -133,6 +130,28 @@ ncclResult_t netPluginChoose(const std::string& pluginSpec, const std::string& n
       pos = comma + 1;
     }
   }
+  return specs;
+}
+}  // namespace
+
+std::string netPluginSpec(const std::string& fallback) { return envStr("NET_PLUGIN", fallback); }
+
+void* netPluginLibrary(const std::string& pluginSpec, std::string* path) {
+  for (const std::string& spec : netPluginSpecs(pluginSpec)) {
+    NcclLibrary opened = openNcclLibrary(spec, "libnccl-net");
+    if (!opened.lib) continue;
+    *path = opened.path;
+    return opened.lib;
+  }
+  return nullptr;
+}
+
+ncclResult_t netPluginChoose(const std::string& pluginSpec, const std::string& netName, uint64_t commId,
+                             const ncclNetCommConfig_v12_t& config, ncclDebugLogger_t logger, const NetPlugin** out,
+                             void** ctx, std::string* report) {
+  // The candidates, in NCCL's order: the external plugins named, then the built-in socket net.
+  const std::vector<std::string> specs = netPluginSpecs(pluginSpec);
+  const bool quietDefault = pluginSpec.empty();
   std::vector<const NetPlugin*> candidates;
   std::string skipped;
   auto skip = [&](const std::string& line) {

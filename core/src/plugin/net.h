@@ -80,6 +80,15 @@ const NetPlugin* netPluginOpen(const std::string& spec, std::string* report);
 // The built-in socket net (core/src/transport/net/socket_net.cc), as a plugin of the list.
 const NetPlugin* netPluginSocket();
 
+// The net plugins NCCL_NET_PLUGIN names (else `fallback`, the configuration's plugins.net): the spec a
+// communicator's net transport and the lookups below take.
+std::string netPluginSpec(const std::string& fallback);
+
+// The library of the first net plugin `pluginSpec` names that opens (libnccl-net.so when empty; none for "none"),
+// opened once more for the caller (it stays open): where NCCL looks for a tuner or a profiler whose own library is
+// not found (aws-ofi-nccl ships its tuner inside its net plugin). nullptr when none opens; *path is the file.
+void* netPluginLibrary(const std::string& pluginSpec, std::string* path);
+
 // The net plugin a communicator uses, chosen as NCCL chooses: the external plugins pluginSpec names
 // (NCCL_NET_PLUGIN's syntax: comma-separated names or paths; empty: libnccl-net.so if present; "none":
 // no external plugin), then the built-in socket net; with netName (NCCL_NET, or ncclConfig_t.netName)

@@ -16,6 +16,7 @@
 #include "misc/debug.h"
 #include "misc/env.h"
 #include "plugin/loader.h"
+#include "plugin/net.h"
 #include "plugin/profiler.h"
 
 namespace plexus {
@@ -40,7 +41,7 @@ std::unique_ptr<const ProfilerApi> api;
 std::string label, report;
 
 // Under loadMutex: opens the plugin NCCL_PROFILER_PLUGIN names; false (with report set) when there is none.
-bool load() {
+bool load(const std::string& netSpec) {
   const std::optional<std::string> env = envGet("PROFILER_PLUGIN");
   const std::string spec = env.value_or("");
   const std::string source = env ? "NCCL_PROFILER_PLUGIN=" + spec : "default";
@@ -49,6 +50,21 @@ bool load() {
     return false;
   }
   NcclLibrary opened = openNcclLibrary(spec, "libnccl-profiler");
+  std::string fromNet;
+  if (!opened.lib && strcasecmp(netSpec.c_str(), "none") != 0) {
+    // NCCL's fallback (2.28+), even when a name was given: the profiler inside the net plugin's library.
+    std::string netPath, found;
+    int version = 0;
+    if (void* netLib = netPluginLibrary(netSpec, &netPath)) {
+      if (newestSymbol(netLib, "ncclProfiler_v", {6, 5, 4, 3, 2, 1}, &version, &found)) {
+        opened.lib = netLib;
+        opened.path = netPath;
+        fromNet = "; from the net plugin's library, as no profiler library of its own was found";
+      } else {
+        dlclose(netLib);
+      }
+    }
+  }
   if (!opened.lib) {
     // Nobody asked for one: the usual case, said under INFO only.
     report = env ? format("profiler plugin '%s': not loaded: tried %s%s. Running without a profiler; give a path, "
@@ -76,7 +92,7 @@ bool load() {
   const char* name = *(const char* const*)table;  // every version's table starts with its name
   label = format("profiler plugin '%s' (%s, ncclProfiler_v%d)", name && name[0] ? name : "?", opened.path.c_str(),
                  version);
-  report = label + ": loaded (the file exports " + found + ")";
+  report = label + ": loaded (the file exports " + found + fromNet + ")";
   return true;
 }
 
@@ -85,7 +101,7 @@ bool load() {
 void profilerCommInit(ncclComm* comm) {
   {
     std::lock_guard<std::mutex> lock(loadMutex);
-    if (!api && !loadFailed && !load()) {
+    if (!api && !loadFailed && !load(netPluginSpec(comm->config->net))) {
       loadFailed = true;
       if (envGet("PROFILER_PLUGIN")) WARN("%s", report.c_str());
       else INFO(NCCL_INIT, "%s", report.c_str());
