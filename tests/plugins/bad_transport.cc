@@ -1,6 +1,7 @@
 // A transport plugin with one defect, for plexus-plugin-check's transport rules to catch (BAD_wrong_data: the
 // receiver reads slots the sender never writes; BAD_no_credit: the sender's head is never raised, so a sender that
-// filled every slot waits for ever). Otherwise plain memory between ranks of one process.
+// filled every slot waits for ever; BAD_zero_copy_overrun: its zero-copy write lands one byte past the message).
+// Otherwise plain memory between ranks of one process.
 #include <plexus/transport_v1.h>
 
 #include <cstring>
@@ -86,9 +87,26 @@ ncclResult_t sendFree(void* res) {
   return ncclSuccess;
 }
 
+#ifdef BAD_zero_copy_overrun
+// The destination's address as is (one address space); the write copies one byte too many.
+ncclResult_t p2pDescribe(void*, void* buff, size_t bytes, const plexusShareable_v1_t*, plexusPtrExchange_v1_t* x) {
+  x->kind = PLEXUS_XCHG_ADDRESS;
+  x->addr = (uint64_t)(uintptr_t)buff;
+  x->size = bytes;
+  return ncclSuccess;
+}
+ncclResult_t p2pWrite(void*, const plexusPtrExchange_v1_t* x, const void* src, size_t bytes) {
+  memcpy((void*)(uintptr_t)x->addr, src, bytes);
+  ((char*)(uintptr_t)x->addr)[bytes] = 0x5a;
+  return ncclSuccess;
+}
+#define ZERO_COPY p2pDescribe, p2pWrite
+#else
+#define ZERO_COPY nullptr, nullptr
+#endif
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const plexusTransport_v1_t plexusTransportPlugin_v1 = {
     PLEXUS_TRANSPORT_ABI_VERSION, sizeof(plexusTransport_v1_t), "bad-transport", init, canConnect, sendSetup,
-    recvSetup, sendConnect, recvConnect, nullptr, sendFree, recvFree, nullptr, finalize, nullptr, nullptr, nullptr,
-    nullptr};
+    recvSetup, sendConnect, recvConnect, nullptr, sendFree, recvFree, nullptr, finalize, nullptr, nullptr, ZERO_COPY};
