@@ -8,10 +8,12 @@
 #include <random>
 
 #include "netcheck.h"
+#include "plugin/loader.h"
 
 using namespace netcheck;
 
 int main(int argc, char** argv) {
+  plexus::addToolPluginDir(PLEXUS_TOOL_LIBDIR);  // workers inherit PLEXUS_PLUGIN_PATH
   if (argc > 1 && !strcmp(argv[1], "--worker")) workerMain(argc, argv);
   const Options opt = parseOptions(argc, argv, 1);
   if (opt.list) {
