@@ -170,53 +170,36 @@ TEST_CASE("net-ib engine: 200 messages with up to 32 receives in flight wrap the
   CHECK(p.receiver->inFlight() == 0);
 }
 
+namespace {
+// A receive of 100 B with tag 1 (its remote key off by keyOffset), then a send of `size` B with `tag`, posted until
+// the clear-to-send entry is there and tested until done, or until a call fails: the sender's error, "" if none.
+std::string sendOnce(Pair& p, size_t size, int tag, uint32_t keyOffset) {
+  std::vector<char> dst(100), src(size);
+  void* data[1] = {dst.data()};
+  size_t sizes[1] = {dst.size()};
+  int tags[1] = {1};
+  uint32_t keys[1] = {p.fabric.registerMemory(dst.data(), dst.size()) + keyOffset};
+  Request *rr = nullptr, *sr = nullptr;
+  REQUIRE(p.receiver->irecv(1, data, sizes, tags, keys, &rr));
+  const uint32_t skey = p.fabric.registerMemory(src.data(), src.size());
+  bool ok = true;
+  for (int i = 0; i < 100000 && ok && !sr; i++) ok = p.sender->isend(src.data(), src.size(), tag, skey, &sr);
+  int done = 0;
+  for (int i = 0; i < 100000 && ok && sr && !done; i++) ok = p.sender->test(sr, &done, nullptr);
+  return p.sender->error();
+}
+}  // namespace
+
 TEST_CASE("net-ib engine: a send larger than its receive buffer, a wrong key and an unmatched tag fail with a reason") {
-  {
-    Pair p(1, 3);
-    std::vector<char> dst(100), src(200);
-    void* data[1] = {dst.data()};
-    size_t sizes[1] = {dst.size()};
-    int tags[1] = {1};
-    uint32_t keys[1] = {p.fabric.registerMemory(dst.data(), dst.size())};
-    Request *rr = nullptr, *sr = nullptr;
-    REQUIRE(p.receiver->irecv(1, data, sizes, tags, keys, &rr));
-    bool ok = true;
-    for (int i = 0; i < 100000 && ok && !sr; i++) ok = p.sender->isend(src.data(), src.size(), 1, 0, &sr);
-    CHECK_FALSE(ok);
-    CHECK(p.sender->error().find("a send of 200 B is larger than the receive buffer of 100 B") != std::string::npos);
-  }
-  {
-    Pair p(1, 4);
-    std::vector<char> dst(100), src(50);
-    void* data[1] = {dst.data()};
-    size_t sizes[1] = {dst.size()};
-    int tags[1] = {1};
-    uint32_t keys[1] = {p.fabric.registerMemory(dst.data(), dst.size()) + 1000};  // a key that covers nothing
-    Request *rr = nullptr, *sr = nullptr;
-    REQUIRE(p.receiver->irecv(1, data, sizes, tags, keys, &rr));
-    const uint32_t skey = p.fabric.registerMemory(src.data(), src.size());
-    for (int i = 0; i < 100000 && !sr; i++) REQUIRE(p.sender->isend(src.data(), src.size(), 1, skey, &sr));
-    REQUIRE(sr);
-    int done = 0;
-    bool ok = true;
-    for (int i = 0; i < 100000 && ok && !done; i++) ok = p.sender->test(sr, &done, nullptr);
-    CHECK_FALSE(ok);
-    CHECK(p.sender->error().find("remote access error") != std::string::npos);
-  }
-  {
-    Pair p(1, 5);
-    std::vector<char> dst(100), src(50);
-    void* data[1] = {dst.data()};
-    size_t sizes[1] = {dst.size()};
-    int tags[1] = {1};
-    uint32_t keys[1] = {p.fabric.registerMemory(dst.data(), dst.size())};
-    Request *rr = nullptr, *sr = nullptr;
-    REQUIRE(p.receiver->irecv(1, data, sizes, tags, keys, &rr));
-    bool ok = true;
-    for (int i = 0; i < 100000 && ok && !sr; i++) ok = p.sender->isend(src.data(), src.size(), 2, 0, &sr);
-    CHECK_FALSE(ok);
-    CHECK(p.sender->error().find("no buffer left for tag 2") != std::string::npos);
-  }
+  Pair fits(1, 2);
+  CHECK(sendOnce(fits, 100, 1, 0).empty());
+  Pair larger(1, 3);
+  CHECK(sendOnce(larger, 200, 1, 0).find("a send of 200 B is larger than the receive buffer of 100 B") !=
+        std::string::npos);
+  Pair badKey(1, 4);  // a remote key that covers nothing
+  CHECK(sendOnce(badKey, 50, 1, 1000).find("remote access error") != std::string::npos);
+  Pair otherTag(1, 5);
+  CHECK(sendOnce(otherTag, 50, 2, 0).find("no buffer left for tag 2") != std::string::npos);
 }
 
 TEST_CASE("net-ib engine: a flush reads back one byte of each buffer on the loopback queue pair") {
