@@ -83,11 +83,13 @@ class LoopWire : public Wire {
       status = 1;
     else if (wr.op == WrOp::WriteImm && target->recvs_[qp] == 0)
       status = 2;
-    if (status == 0) {
+    if (status == 0 && wr.length > 0) {  // an empty message may carry no addresses at all
       if (wr.op == WrOp::Read)
         memcpy((void*)(uintptr_t)wr.local, (const void*)(uintptr_t)wr.remote, wr.length);
       else
         memcpy((void*)(uintptr_t)wr.remote, (const void*)(uintptr_t)wr.local, wr.length);
+    }
+    if (status == 0) {
       if (wr.op == WrOp::WriteImm) {
         target->recvs_[qp]--;
         Completion c;

@@ -187,4 +187,5 @@ TEST_CASE("net-ib plugin: a port that goes down fails the next call with the dev
   }
   CHECK(r == ncclRemoteError);
   CHECK(gLog.find("device fake_0:1 (HCA fake_0, port 1): port 1 went down: port error") != std::string::npos);
+  CHECK(c.net->deregMr(c.recvComm, mh) == ncclSuccess);
 }
