@@ -133,10 +133,8 @@ ncclResult_t checkInputsAlike(ncclComm* comm) {
   };
   std::vector<Inputs> all(comm->nRanks);
   const std::string mine = tuningInputs(comm->tuning);
-  // The configuration's path may differ between nodes; its rules may not.
-  const std::string compared = mine.substr(0, mine.rfind(" from "));
   Inputs& me = all[comm->rank];
-  me.hash = hashBytes(compared.data(), compared.size());
+  me.hash = hashBytes(mine.data(), mine.size());
   snprintf(me.text, sizeof me.text, "%s", mine.c_str());
   NCCLCHECK(comm->bootstrap->allGather(all.data(), sizeof(Inputs)));
   for (int r = 0; r < comm->nRanks; r++)

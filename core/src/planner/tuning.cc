@@ -314,7 +314,7 @@ std::string tuningInputs(const Tuning& t) {
   }
   char tail[64];
   snprintf(tail, sizeof tail, "%zu tuning rule(s) #%016llx", cfg.rules.size(), (unsigned long long)h);
-  return s + tail + " from " + cfg.path;
+  return s + tail;  // by content: the file's path may differ between nodes
 }
 
 ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d) {

@@ -105,21 +105,23 @@ int chooseGid(const std::vector<GidEntry>& table, bool infiniband, const GidPoli
   return best;
 }
 
-int chunkCount(size_t size, int nqps, size_t align, size_t minChunk) {
-  if (size == 0 || nqps <= 1) return 1;
+size_t chunkBytes(size_t size, int nqps, size_t align, size_t minChunk) {
+  if (size == 0 || nqps <= 1) return size;
   size_t per = (size + nqps - 1) / nqps;
   if (per < minChunk) per = minChunk;
   per = (per + align - 1) / align * align;
-  return (int)((size + per - 1) / per);
+  return per < size ? per : size;
+}
+
+int chunkCount(size_t size, int nqps, size_t align, size_t minChunk) {
+  const size_t per = chunkBytes(size, nqps, align, minChunk);
+  return per ? (int)((size + per - 1) / per) : 1;
 }
 
 std::vector<Chunk> splitMessage(size_t size, int nqps, size_t align, size_t minChunk) {
-  const int n = chunkCount(size, nqps, align, minChunk);
+  const size_t per = chunkBytes(size, nqps, align, minChunk);
+  if (per == 0) return {{0, 0}};
   std::vector<Chunk> chunks;
-  if (n == 1) return {{0, size}};
-  size_t per = (size + nqps - 1) / nqps;
-  if (per < minChunk) per = minChunk;
-  per = (per + align - 1) / align * align;
   for (size_t off = 0; off < size; off += per) chunks.push_back({off, size - off < per ? size - off : per});
   return chunks;
 }

@@ -56,6 +56,8 @@ struct Chunk {
   size_t offset;
   size_t size;
 };
+// The bytes of every chunk but the last (the whole message when it is one chunk): chunk q starts at q times this.
+size_t chunkBytes(size_t size, int nqps, size_t align = 128, size_t minChunk = 16384);
 std::vector<Chunk> splitMessage(size_t size, int nqps, size_t align = 128, size_t minChunk = 16384);
 int chunkCount(size_t size, int nqps, size_t align = 128, size_t minChunk = 16384);
 
