@@ -259,3 +259,99 @@ TEST_CASE("profiler: a profiler that fails init, is missing or is turned off lea
     CHECK(works() == 0);
   }
 }
+
+namespace {
+
+// Two processes as two "nodes": their traffic crosses the net transport (the field plugin of tests/plugins, whose
+// prof-callback quirk hangs a NetPlugin event off every isend and irecv, as a socket net built with NCCL's
+// NET_PROFILER does), an AllReduce of many steps, then a send and a receive each way.
+const harness::Scenario kAcrossNodes("profiler/across-nodes", [](int rank, int, ncclComm_t comm, cudaStream_t stream) {
+  std::vector<float> a(1 << 18, 1.0f + (float)rank), s(1000, (float)rank), r(1000, -1.0f);
+  long bad = ncclAllReduce(a.data(), a.data(), a.size(), ncclFloat32, ncclSum, comm, stream) != ncclSuccess;
+  bad += ncclGroupStart() != ncclSuccess;
+  bad += ncclSend(s.data(), s.size(), ncclFloat32, 1 - rank, comm, stream) != ncclSuccess;
+  bad += ncclRecv(r.data(), r.size(), ncclFloat32, 1 - rank, comm, stream) != ncclSuccess;
+  bad += ncclGroupEnd() != ncclSuccess;
+  bad += plexusStreamSynchronize(stream) != ncclSuccess;
+  return bad + (a[12345] != 3.0f) + (r[999] != (float)(1 - rank));
+});
+
+}  // namespace
+
+TEST_CASE("profiler: across nodes, the proxy's ProxyOp/ProxyStep events and the net plugin's NetPlugin events nest "
+          "under each operation") {
+  const std::string field = pluginDir + "libnccl-net-field-v12.so";
+  for (int v : {1, 4, 6}) {
+    CAPTURE(v);
+    const std::string prefix = "plexus-profiler-" + std::to_string(getpid()) + "-v" + std::to_string(v) + "-";
+    const auto tmp = std::filesystem::temp_directory_path();
+    ProfilerEnv env(pluginDir + "libnccl-profiler-test-v" + std::to_string(v) + ".so");
+    setenv("TEST_PROFILER_LOG", (tmp / (prefix + "%p.log")).c_str(), 1);
+    setenv("NCCL_NET_PLUGIN", field.c_str(), 1);
+    setenv("FIELD_QUIRKS", "prof-callback", 1);
+    const int failed = harness::runProcesses("profiler/across-nodes", 2, 120, 1);
+    unsetenv("NCCL_NET_PLUGIN");
+    unsetenv("FIELD_QUIRKS");
+    REQUIRE(failed == 0);
+    std::vector<std::string> logs;
+    for (const auto& f : std::filesystem::directory_iterator(tmp))
+      if (f.path().filename().string().rfind(prefix, 0) == 0) logs.push_back(f.path());
+    REQUIRE(logs.size() == 2);  // one per process
+    for (const std::string& path : logs) {
+      CAPTURE(path);
+      const Log log = readLog(path);
+      std::filesystem::remove(path);
+      for (const auto& [id, e] : log.events) CHECK_MESSAGE(e.stopped, "event " << id << " of type " << e.type);
+      const auto ops = log.ofType(ncclProfileProxyOp), steps = log.ofType(ncclProfileProxyStep);
+      // The AllReduce's send and receive on the connection between the nodes, and the send and the receive.
+      std::map<std::string, int> opsOf;  // "AllReduce send 1" -> ops
+      std::map<uint64_t, std::vector<const Event*>> stepsOf;
+      for (const Event* s : steps) {
+        REQUIRE(log.events.count(s->parent));
+        CHECK(log.events.at(s->parent).type == ncclProfileProxyOp);
+        stepsOf[s->parent].push_back(s);
+      }
+      for (const Event* op : ops) {
+        REQUIRE(log.events.count(op->parent));
+        const Event& parent = log.events.at(op->parent);
+        CHECK((parent.type == ncclProfileColl || parent.type == ncclProfileP2p));
+        CHECK(op->fields.at("peer") == (op->fields.at("rank") == "0" ? "1" : "0"));
+        opsOf[parent.fields.at("func") + " send " + op->fields.at("send")]++;
+        // Its steps, numbered from 0 in order, each in the states of its direction (v1..v6 all take 8..12).
+        const auto& mine = stepsOf[op->id];
+        CHECK(!mine.empty());
+        for (size_t i = 0; i < mine.size(); i++) {
+          CHECK(mine[i]->fields.at("step") == std::to_string(i));
+          const std::vector<int> want = op->fields.at("send") == "1"
+                                            ? std::vector<int>{ncclProfilerProxyStepSendWait}
+                                            : std::vector<int>{ncclProfilerProxyStepRecvWait,
+                                                               ncclProfilerProxyStepRecvGPUWait};
+          CHECK(mine[i]->states == want);
+        }
+      }
+      const std::string allReduce = v == 1 ? "4" : "AllReduce", send = v == 1 ? "6" : "Send",
+                        recv = v == 1 ? "7" : "Recv";
+      CHECK(opsOf[allReduce + " send 1"] >= 1);
+      CHECK(opsOf[allReduce + " send 0"] >= 1);
+      CHECK(opsOf[send + " send 1"] >= 1);
+      CHECK(opsOf[recv + " send 0"] >= 1);
+      CHECK(opsOf[send + " send 0"] == 0);
+      // NetPlugin (v3+): one per isend and irecv, under its step, with the socket net's plugin id.
+      const auto nets = log.ofType(ncclProfileNetPlugin);
+      if (v >= 3) {
+        CHECK(nets.size() == steps.size());
+        for (const Event* n : nets) {
+          REQUIRE(log.events.count(n->parent));
+          CHECK(log.events.at(n->parent).type == ncclProfileProxyStep);
+          CHECK(n->fields.at("id") == std::to_string((2 << 16) | 1));
+          CHECK(n->states == std::vector<int>{ncclProfilerNetPluginUpdate});
+        }
+      } else {
+        CHECK(nets.empty());
+      }
+      // ProxyCtrl: the proxy's sleeps, Sleep then Wakeup, when it slept at all.
+      for (const Event* c : log.ofType(ncclProfileProxyCtrl))
+        CHECK(c->states == std::vector<int>{ncclProfilerProxyCtrlSleep, ncclProfilerProxyCtrlWakeup});
+    }
+  }
+}

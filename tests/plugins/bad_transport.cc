@@ -1,10 +1,12 @@
 // A transport plugin with one defect, for plexus-plugin-check's transport rules to catch (BAD_wrong_data: the
 // receiver reads slots the sender never writes; BAD_no_credit: the sender's head is never raised, so a sender that
-// filled every slot waits for ever; BAD_zero_copy_overrun: its zero-copy write lands one byte past the message).
+// filled every slot waits for ever; BAD_zero_copy_overrun: its zero-copy write lands one byte past the message;
+// BAD_lines_apart: the receiver's LL and LL128 buffers are not the ones the sender writes).
 // Otherwise plain memory between ranks of one process.
 #include <plexus/transport_v1.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <new>
 
 namespace {
@@ -15,6 +17,8 @@ struct Shared {
   int stepSize = 0;
   char* slots = nullptr;
   char* elsewhere = nullptr;  // BAD_wrong_data: what the receiver reads
+  char* lines[2] = {};        // LL, LL128
+  char* linesApart[2] = {};   // BAD_lines_apart: what the receiver reads
   int refs = 2;
 };
 
@@ -31,6 +35,10 @@ ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* s, plexusConnectI
   sh->stepSize = s->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   sh->slots = new char[(size_t)sh->stepSize * PLEXUS_STEPS]();
   sh->elsewhere = new char[(size_t)sh->stepSize * PLEXUS_STEPS]();
+  for (int p : {PLEXUS_PROTO_LL, PLEXUS_PROTO_LL128}) {
+    sh->lines[p] = new char[(size_t)s->buffSizes[p]]();
+    sh->linesApart[p] = new char[(size_t)s->buffSizes[p]]();
+  }
   memcpy(info->data, &sh, sizeof sh);
   *res = sh;
   return ncclSuccess;
@@ -40,6 +48,11 @@ void fill(Shared* sh, plexusConnInfo_v1_t* c, bool send) {
   c->buffs[PLEXUS_PROTO_SIMPLE] = sh->slots;
 #ifdef BAD_wrong_data
   if (!send) c->buffs[PLEXUS_PROTO_SIMPLE] = sh->elsewhere;
+#endif
+  for (int p : {PLEXUS_PROTO_LL, PLEXUS_PROTO_LL128}) c->buffs[p] = sh->lines[p];
+#ifdef BAD_lines_apart
+  if (!send)
+    for (int p : {PLEXUS_PROTO_LL, PLEXUS_PROTO_LL128}) c->buffs[p] = sh->linesApart[p];
 #endif
   c->tail = &sh->tail;
   c->head = &sh->head;
@@ -53,6 +66,10 @@ void release(Shared* sh) {
   if (--sh->refs) return;
   delete[] sh->slots;
   delete[] sh->elsewhere;
+  for (int p : {PLEXUS_PROTO_LL, PLEXUS_PROTO_LL128}) {
+    delete[] sh->lines[p];
+    delete[] sh->linesApart[p];
+  }
   delete sh;
 }
 ncclResult_t recvConnect(void* res, const plexusConnectInfo_v1_t*, plexusConnInfo_v1_t* conn) {

@@ -1,6 +1,6 @@
 // A profiler plugin for the tests, built once per NCCL profiler ABI version (PROFILER_VERSION=1..6), exporting that
 // version alone. It writes every call, as its version received it, one line each, to the file TEST_PROFILER_LOG
-// names (appended; lines of one process's calls are whole). TEST_PROFILER_MASK (default: every bit its version knows)
+// names (appended; lines of one process's calls are whole; "%p" in it: the process id). TEST_PROFILER_MASK (default: every bit its version knows)
 // is the activation mask it sets; TEST_PROFILER_INIT_FAIL=1 makes init fail.
 //
 //   init v<N> rank <r> nranks <n> nnodes <m> name <commName|->          (v4+: the communicator's shape)
@@ -16,6 +16,8 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+
+#include <unistd.h>
 
 #ifndef PROFILER_VERSION
 #error "PROFILER_VERSION must be 1..6"
@@ -42,10 +44,13 @@ int mask = 0;
 uint64_t idOf(const void* handle) { return handle ? static_cast<const Event*>(handle)->id : 0; }
 
 void line(const std::string& s) {
-  const char* path = getenv("TEST_PROFILER_LOG");
-  if (!path) return;
+  const char* log = getenv("TEST_PROFILER_LOG");
+  if (!log) return;
+  // "%p" in the name: one file per process (ids count per process).
+  std::string path = log;
+  if (const size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
   std::lock_guard<std::mutex> lock(mu);
-  if (FILE* f = fopen(path, "a")) {
+  if (FILE* f = fopen(path.c_str(), "a")) {
     fprintf(f, "%s\n", s.c_str());
     fclose(f);
   }
@@ -129,6 +134,14 @@ ncclResult_t startEvent(void*, void** eHandle, Descr* d) {
     case ncclProfileP2pApi:
       s += " func " + str(d->p2pApi.func) + " count " + num(d->p2pApi.count) + " datatype " + str(d->p2pApi.datatype);
       break;
+#endif
+    case ncclProfileProxyOp:
+      s += " channel " + num(d->proxyOp.channelId) + " peer " + std::to_string(d->proxyOp.peer) + " send " +
+           std::to_string(d->proxyOp.isSend) + " chunk " + std::to_string(d->proxyOp.chunkSize);
+      break;
+    case ncclProfileProxyStep: s += " step " + std::to_string(d->proxyStep.step); break;
+#if PROFILER_VERSION >= 3
+    case ncclProfileNetPlugin: s += " id " + num((uint64_t)d->netPlugin.id); break;
 #endif
     default: break;
   }

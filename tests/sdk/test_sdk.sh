@@ -75,7 +75,7 @@ transport=$tmp/tu/libplexus-transport-unix.so
 [[ -f $transport ]] || fail "the transport example built no $transport"
 check=$(env -u PLEXUS_PLUGIN_PATH "$prefix/bin/plexus-plugin-check" "$transport" 2>&1) ||
   { echo "$check"; fail "plexus-plugin-check failed the transport example"; }
-for rule in load canConnect steps close finalize; do
+for rule in load canConnect steps close lines finalize; do
   grep -q "^PASS $rule:" <<<"$check" || { echo "$check"; fail "plexus-plugin-check: no PASS line for $rule (transport)"; }
 done
 cat >"$tmp/transport.json" <<JSON

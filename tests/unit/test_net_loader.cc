@@ -51,8 +51,8 @@ void roundTrip(NetApi& api, void* ctx, size_t bytes) {
   void* data = in.data();
   size_t size = in.size();
   int tag = 5;
-  for (int i = 0; i < 100000 && !rreq; i++) REQUIRE(api.irecv(recvComm, 1, &data, &size, &tag, &rmh, &rreq) == ncclSuccess);
-  for (int i = 0; i < 100000 && !sreq; i++) REQUIRE(api.isend(sendComm, out.data(), bytes, 5, smh, &sreq) == ncclSuccess);
+  for (int i = 0; i < 100000 && !rreq; i++) REQUIRE(api.irecv(recvComm, 1, &data, &size, &tag, &rmh, nullptr, &rreq) == ncclSuccess);
+  for (int i = 0; i < 100000 && !sreq; i++) REQUIRE(api.isend(sendComm, out.data(), bytes, 5, smh, nullptr, &sreq) == ncclSuccess);
   REQUIRE((sreq && rreq));
   int sdone = 0, rdone = 0, ssize = -1, rsize = -1;
   for (int i = 0; i < 10000000 && !(sdone && rdone); i++) {

@@ -231,11 +231,11 @@ ncclResult_t Worker::deregMr(void* comm, void* mhandle) {
 }
 ncclResult_t Worker::isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request) {
   Watched watch("isend", kPostAtOnce);
-  return net->isend(comm, data, size, tag, mhandle, request);
+  return net->isend(comm, data, size, tag, mhandle, nullptr, request);
 }
 ncclResult_t Worker::irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request) {
   Watched watch("irecv", kPostAtOnce);
-  return net->irecv(comm, n, data, sizes, tags, mhandles, request);
+  return net->irecv(comm, n, data, sizes, tags, mhandles, nullptr, request);
 }
 ncclResult_t Worker::iflush(void* comm, int n, void** data, int* sizes, void** mhandles, void** request) {
   Watched watch("iflush", kAtOnce);

@@ -3,10 +3,11 @@
 // exchange of connect info, connect polled until both sides are done, the proxy thread for a proxy-driven
 // transport) and the kernels' part (NCCL's Simple handshake, as plexus/device/primitives.h runs it: a sender waits
 // for credit, writes its slot, records the size in connFifo and publishes tail; a receiver announces recvWanted,
-// waits for tail, reads, frees the connFifo entry and publishes head).
+// waits for tail, reads, frees the connFifo entry and publishes head; LL and LL128 through the SDK's primitives).
 #include <dlfcn.h>
 #include <nccl.h>
 #include <plexus.h>
+#include <plexus/device/protocol_prims.h>
 #include <plexus/transport_v1.h>
 
 #include <atomic>
@@ -206,6 +207,74 @@ std::string moveSteps(Pair* p, int steps, bool consume, double seconds) {
   return recvError;
 }
 
+// The kernels' LL or LL128 path: the SDK's own primitives (what every algorithm's step loop runs) on two threads,
+// rank 0 sending and rank 1 receiving messages of several sizes, every byte checked. Waits give up after 5 s (the
+// primitives' timeout) instead of hanging the tool.
+std::string moveLines(Pair* p, int proto, std::string* how) {
+  const char* name = proto == PLEXUS_PROTO_LL ? "LL" : "LL128";
+  for (const plexusConnInfo_v1_t* c : {&p->sendConn, &p->recvConn})
+    if (!c->buffs[proto] && !(c->flags & PLEXUS_CONN_LL_IN_SLOTS))
+      return std::string("the ") + (c == &p->sendConn ? "send" : "receive") + " connector has no " + name +
+             " buffer (buffs[" + std::to_string(proto) + "] NULL) and does not carry lines in its Simple slots "
+             "(PLEXUS_CONN_LL_IN_SLOTS): kernels running " + name + " would fault";
+  volatile uint32_t abortFlag = 0;
+  struct Rank {
+    plexusDevComm_v1_t comm{};
+    plexusDevChannel_v1_t ch{};
+    plexusDevChannelPeer_v1_t peers[2]{};
+  } ranks[2];
+  for (int r = 0; r < 2; r++) {
+    Rank& k = ranks[r];
+    k.comm.version = PLEXUS_DEVICE_ABI_VERSION;
+    k.comm.rank = r;
+    k.comm.nRanks = 2;
+    k.comm.nChannels = 1;
+    k.comm.abortFlag = &abortFlag;
+    k.comm.timeoutNs = 5000000000ull;
+    k.comm.channels = &k.ch;
+    k.comm.spinPolls = 64;  // the proxy thread and the other rank share the cores
+    k.ch.peers = k.peers;
+    k.ch.status = PLEXUS_CHANNEL_OK;
+    k.ch.waitPeer = -1;
+  }
+  ranks[0].peers[1].send.conn = p->sendConn;
+  ranks[0].peers[1].send.connected = 1;
+  ranks[1].peers[0].recv.conn = p->recvConn;
+  ranks[1].peers[0].recv.connected = 1;
+  using Prims = plexus::dev::ProtocolPrims<uint8_t, plexus::dev::FuncSum<uint8_t>>;
+  const int to = 1, from = 0;
+  size_t total = 0;
+  const size_t sizes[] = {1, 7, 8, 120, 4096, 65536 + 3, (size_t)p->sendConn.stepSize * 3 + 5};
+  for (size_t bytes : sizes) {
+    std::vector<uint8_t> in(bytes), out(bytes, 0xee);
+    for (size_t i = 0; i < bytes; i++) in[i] = pattern(bytes, i);
+    std::thread sender([&] {
+      Prims prims(&ranks[0].comm, &ranks[0].ch, 0, 1, proto, nullptr, 0, &to, 1, in.data(), nullptr, 0);
+      prims.send(0, bytes);
+    });
+    {
+      Prims prims(&ranks[1].comm, &ranks[1].ch, 0, 1, proto, &from, 1, nullptr, 0, nullptr, out.data(), 0);
+      prims.recv(0, bytes);
+    }
+    sender.join();
+    // The connectors keep their step counts from one operation to the next, as the core's do.
+    p->sendConn = ranks[0].peers[1].send.conn;
+    p->recvConn = ranks[1].peers[0].recv.conn;
+    const std::string what = std::string(name) + ", " + std::to_string(bytes) + " B: ";
+    for (int r = 0; r < 2; r++)
+      if (ranks[r].ch.status != PLEXUS_CHANNEL_OK)
+        return what + (r ? "the receiver" : "the sender") + " waited 5 s for the other side and gave up (" +
+               (ranks[r].ch.status == PLEXUS_CHANNEL_TIMEOUT ? "timeout" : "stopped") + ")";
+    for (size_t i = 0; i < bytes; i++)
+      if (out[i] != in[i]) return what + "byte " + std::to_string(i) + " arrived wrong";
+    total += bytes;
+  }
+  *how = std::string(name) + ": " + std::to_string(sizeof sizes / sizeof sizes[0]) + " messages (1 B to " +
+         std::to_string(sizes[6]) + " B, " + std::to_string(total) + " B in all) through the SDK's primitives, every "
+         "byte right" + (p->sendConn.flags & PLEXUS_CONN_LL_IN_SLOTS ? " (lines in the Simple slots)" : "");
+  return "";
+}
+
 // Zero-copy point-to-point (the optional p2pDescribe / p2pWrite): messages of several sizes and alignments described
 // on the receiving side and written from the sending side land byte for byte, and nothing around them changes.
 std::string zeroCopy(Pair* p, std::string* how) {
@@ -371,6 +440,22 @@ int checkTransport(const std::string& spec,
     }
     report(why.empty(), "close", why.empty() ? "freed with " + std::to_string(PLEXUS_STEPS) + " steps in flight, "
                                                "within 10 s, with ncclSuccess" : why);
+  }
+  // LL and LL128 lines, through the primitives.
+  {
+    std::string how[2];
+    Pair p = base;
+    why = setupAndConnect(&p, false);
+    if (why.empty()) {
+      Proxy proxy(t, {p.send, p.recv});
+      why = moveLines(&p, PLEXUS_PROTO_LL, &how[0]);
+      if (why.empty()) why = moveLines(&p, PLEXUS_PROTO_LL128, &how[1]);
+      proxy.halt();
+      if (why.empty() && !proxy.error.empty()) why = proxy.error;
+      const std::string freed = freePair(&p, false);
+      if (why.empty()) why = freed;
+    }
+    report(why.empty(), "lines", why.empty() ? how[0] + "; " + how[1] : why);
   }
   // Zero-copy, where the transport offers it.
   if (t->structSize >= sizeof(plexusTransport_v1_t) && t->p2pDescribe && t->p2pWrite) {

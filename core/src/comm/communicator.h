@@ -129,6 +129,10 @@ struct ncclComm {
   // the KernelCh events the executor emits.
   static constexpr size_t kProfilerOps = 4096;
   void* profilerOps[kProfilerOps] = {};
+  // Host backend: each channel's proxy-driven connections, whose proxy events the executor marks at each launch
+  // (proxy/proxy_profile.h). Connections made on demand join while launches run, hence the mutex.
+  std::mutex proxyProfilesMutex;
+  std::vector<std::vector<plexus::ProxyConnection*>> proxyProfiles;  // [channel]
   // What the watchdog knows of every rank (health/health.h); set once init has completed.
   std::unique_ptr<plexus::HealthState> health;
 

@@ -71,7 +71,11 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
     d.kernelCh.pTimer = profilerNowNs();
     kernelCh = profilerStart(comm_, &d);
   }
+  std::vector<ProxyConnection*> proxied;
+  if (profilerMask() & kProfileProxyTree) [[unlikely]]
+    proxied = markProxySteps(channel, args);
   const ncclResult_t r = algo.plugin->api->runHost(algo.ctx, args, channel);
+  for (ProxyConnection* pc : proxied) pc->profile->launchEnds(connStep(channel, *pc));
   if (kernelCh) {
     ncclProfilerEventStateArgs_v6_t stop{};
     stop.kernelCh.pTimer = profilerNowNs();
@@ -107,6 +111,31 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
            funcName((ncclFunc_t)w->func), (unsigned long long)w->opSeq, (unsigned long long)w->count, launch.c_str(),
            why, channel, who, describeRank(comm_, ch.waitPeer).c_str());
   return ch.status == PLEXUS_CHANNEL_ERROR ? ncclInvalidUsage : r;
+}
+
+uint64_t HostExecutor::connStep(int channel, const ProxyConnection& pc) const {
+  const plexusDevChannelPeer_v1_t& peer = comm_->channels.peers[channel][pc.peer];
+  return (pc.isSend ? peer.send : peer.recv).conn.step;
+}
+
+std::vector<ProxyConnection*> HostExecutor::markProxySteps(int channel, const plexusDevKernelArgs_v1_t* args) {
+  std::vector<ProxyConnection*> proxied;
+  {
+    std::lock_guard<std::mutex> lock(comm_->proxyProfilesMutex);
+    if ((size_t)channel < comm_->proxyProfiles.size()) proxied = comm_->proxyProfiles[channel];
+  }
+  for (ProxyConnection* pc : proxied) {
+    // The work that can use the connection: a send or receive to its peer, else the first collective.
+    const plexusDevWork_v1_t* mine = nullptr;
+    for (uint32_t i = 0; i < args->nWorks && !mine; i++) {
+      const plexusDevWork_v1_t* x = dev::kernelWork(args, i);
+      if (!dev::workOnChannel(x, channel)) continue;
+      const bool send = x->func == ncclFuncSend, recv = x->func == ncclFuncRecv;
+      if (send || recv ? x->peer == pc->peer && send == pc->isSend : true) mine = x;
+    }
+    if (mine) pc->profile->launchBegins(mine->opSeq, connStep(channel, *pc));
+  }
+  return proxied;
 }
 
 void HostExecutor::workerLoop(int channel) {

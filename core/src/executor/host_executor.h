@@ -21,6 +21,8 @@ struct ncclComm;
 
 namespace plexus {
 
+struct ProxyConnection;
+
 class HostExecutor {
  public:
   explicit HostExecutor(ncclComm* comm);
@@ -51,6 +53,10 @@ class HostExecutor {
   static ncclResult_t runKernel(void* self, const void* args, size_t argsBytes, unsigned grid);
   ncclResult_t run(const plexusDevKernelArgs_v1_t* args);
   ncclResult_t runChannel(int channel, const plexusDevKernelArgs_v1_t* args);
+  // The profiler's proxy events: marks where the launch's steps begin on each proxy-driven connection of the channel
+  // (proxy/proxy_profile.h) and returns those connections, whose ends are marked after the channel ran.
+  std::vector<ProxyConnection*> markProxySteps(int channel, const plexusDevKernelArgs_v1_t* args);
+  uint64_t connStep(int channel, const ProxyConnection& pc) const;
   void workerLoop(int channel);
 
   ncclComm* comm_;

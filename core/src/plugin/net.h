@@ -39,9 +39,11 @@ class NetApi {
                                    void** mhandle) = 0;
   // Sizes above what an int-size plugin (v6..v8) takes are refused with ncclInvalidArgument; the
   // caller splits by maxP2pBytes/maxCollBytes, which the adapter sets to MAX_NET_SIZE for them.
-  virtual ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) = 0;
-  virtual ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+  // phandle(s): the profiler handles of the steps (NULL: none), passed to v10+ plugins as NCCL does.
+  virtual ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
                              void** request) = 0;
+  virtual ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                             void** phandles, void** request) = 0;
   virtual ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) = 0;
   virtual ncclResult_t test(void* request, int* done, int* sizes) = 0;
   virtual ncclResult_t closeSend(void* sendComm) = 0;

@@ -147,14 +147,15 @@ class NetAdapter final : public NetApi {
     if (!t_->regMrDmaBuf) return ncclInvalidUsage;
     return t_->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
   }
-  ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request) override {
-    return Traits::isend(t_, sendComm, data, size, tag, mhandle, request);
+  ncclResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                     void** request) override {
+    return Traits::isend(t_, sendComm, data, size, tag, mhandle, phandle, request);
   }
-  ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+  ncclResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
                      void** request) override {
     // The optional-completion hint is v11's; older plugins expect *request to start NULL (NCCL's adapters).
     if constexpr (!Traits::perCommInit) *request = nullptr;
-    return Traits::irecv(t_, recvComm, n, data, sizes, tags, mhandles, request);
+    return Traits::irecv(t_, recvComm, n, data, sizes, tags, mhandles, phandles, request);
   }
   ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) override {
     return t_->iflush(recvComm, n, data, sizes, mhandles, request);

@@ -1,5 +1,5 @@
-// ncclNetPlugin_v10 (NCCL 2.26-2.27): v9 with a profiler callback at init (Plexus passes one that records
-// nothing), the communicator's config (traffic class) at each connect, and profiler handles on isend/irecv (NULL).
+// ncclNetPlugin_v10 (NCCL 2.26-2.27): v9 with a profiler callback at init (NetPlugin events under the steps'
+// profiler handles), the communicator's config (traffic class) at each connect, and profiler handles on isend/irecv.
 #include "plugin/net_adapt.h"
 #include "profiler/profiler.h"
 
@@ -28,12 +28,12 @@ struct V10 {
     return t->regMr(comm, data, size, type, mhandle);
   }
   static ncclResult_t isend(const Table* t, void* comm, void* data, size_t size, int tag, void* mhandle,
-                            void** request) {
-    return t->isend(comm, data, size, tag, mhandle, nullptr, request);
+                            void* phandle, void** request) {
+    return t->isend(comm, data, size, tag, mhandle, phandle, request);
   }
   static ncclResult_t irecv(const Table* t, void* comm, int n, void** data, size_t* sizes, int* tags,
-                            void** mhandles, void** request) {
-    return t->irecv(comm, n, data, sizes, tags, mhandles, nullptr, request);
+                            void** mhandles, void** phandles, void** request) {
+    return t->irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
   }
 };
 

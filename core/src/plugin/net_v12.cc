@@ -32,12 +32,12 @@ struct V12 {
     return t->regMr(comm, data, size, type, mhandle);
   }
   static ncclResult_t isend(const Table* t, void* comm, void* data, size_t size, int tag, void* mhandle,
-                            void** request) {
-    return t->isend(comm, data, size, tag, mhandle, nullptr, request);
+                            void* phandle, void** request) {
+    return t->isend(comm, data, size, tag, mhandle, phandle, request);
   }
   static ncclResult_t irecv(const Table* t, void* comm, int n, void** data, size_t* sizes, int* tags,
-                            void** mhandles, void** request) {
-    return t->irecv(comm, n, data, sizes, tags, mhandles, nullptr, request);
+                            void** mhandles, void** phandles, void** request) {
+    return t->irecv(comm, n, data, sizes, tags, mhandles, phandles, request);
   }
 };
 

@@ -31,12 +31,12 @@ struct V7 {
     return t->regMr(comm, data, (int)size, type, mhandle);
   }
   static ncclResult_t isend(const Table* t, void* comm, void* data, size_t size, int tag, void* mhandle,
-                            void** request) {
+                            void* /* phandle: v10+ */, void** request) {
     if (size > (size_t)INT_MAX) return ncclInvalidArgument;
     return t->isend(comm, data, (int)size, tag, mhandle, request);
   }
   static ncclResult_t irecv(const Table* t, void* comm, int n, void** data, size_t* sizes, int* tags,
-                            void** mhandles, void** request) {
+                            void** mhandles, void** /* phandles */, void** request) {
     int s[kNetMaxRecvsAdapted];
     if (!netNarrowSizes(n, sizes, s)) return ncclInvalidArgument;
     return t->irecv(comm, n, data, s, tags, mhandles, request);

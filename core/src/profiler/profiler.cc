@@ -18,6 +18,7 @@
 #include "plugin/loader.h"
 #include "plugin/net.h"
 #include "plugin/profiler.h"
+#include "proxy/proxy_profile.h"
 
 namespace plexus {
 
@@ -153,7 +154,31 @@ void profilerRecord(ncclComm* comm, void* handle, ncclProfilerEventState_t state
   if (handle && comm->profiler) comm->profiler->recordEventState(handle, state, args);
 }
 
-ncclResult_t profilerNetCallback(void**, int, void*, int64_t, void*) { return ncclSuccess; }
+ncclResult_t profilerNetCallback(void** eHandle, int type, void* pHandle, int64_t pluginId, void* extData) {
+  if (!eHandle) return ncclSuccess;
+  if (type == 0) {  // start, under the step whose handle the plugin got with isend/irecv
+    const auto* step = (const ProxyStepHandle*)pHandle;
+    if (!step || !step->comm || !step->event || !(profilerMask() & ncclProfileNetPlugin)) return ncclSuccess;
+    ncclProfilerEventDescr_v6_t d{};
+    d.type = ncclProfileNetPlugin;
+    d.parentObj = step->event;
+    d.rank = step->comm->rank;
+    d.netPlugin.id = pluginId;
+    d.netPlugin.data = extData;
+    *eHandle = profilerStart(step->comm, &d);
+    return ncclSuccess;
+  }
+  // Update (2), stop (1), or both (3), on the handle a start gave: the process's one profiler.
+  const ProfilerApi* p = api.get();
+  if (!*eHandle || !p) return ncclSuccess;
+  if (type == 2 || type == 3) {
+    ncclProfilerEventStateArgs_v6_t args{};
+    args.netPlugin.data = extData;
+    p->recordEventState(*eHandle, ncclProfilerNetPluginUpdate, &args);
+  }
+  if (type == 1 || type == 3) p->stopEvent(*eHandle);
+  return ncclSuccess;
+}
 
 uint64_t profilerNowNs() {
   timespec ts;

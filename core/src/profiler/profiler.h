@@ -47,8 +47,8 @@ void profilerRecord(ncclComm* comm, void* handle, ncclProfilerEventState_t state
 uint64_t profilerNowNs();
 
 // The profiler callback net plugins of ABI v10+ get at init (NCCL always passes one; some plugins call it without
-// looking). The core gives them no step handles (pHandle NULL), so no NetPlugin event can hang off one: a start leaves
-// *eHandle as it is, and every call succeeds.
+// looking). pHandle is what the plugin got with isend/irecv: a step's handle (proxy/proxy_profile.h), under which a
+// start hangs a NetPlugin event; NULL (no step event) leaves *eHandle as it is. Every call succeeds.
 ncclResult_t profilerNetCallback(void** eHandle, int type, void* pHandle, int64_t pluginId, void* extData);
 
 // NCCL's strings for descriptors ("ncclFloat32", "RING", "SIMPLE").

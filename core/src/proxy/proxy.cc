@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "misc/debug.h"
+#include "profiler/profiler.h"
 
 namespace plexus {
 
@@ -45,6 +46,7 @@ class Proxy {
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);  // the loop holds it while it progresses
       if (lock.owns_lock()) {
         conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+        endSleepOfLeavers();
         return true;
       }
     }
@@ -71,18 +73,27 @@ class Proxy {
   // One pass over every connection; true when any had something to do.
   bool pass() {
     passes_.fetch_add(1, std::memory_order_acq_rel);
-    std::erase_if(conns_, [](ProxyConnection* c) {
+    std::vector<ProxyConnection*> leaving;
+    std::erase_if(conns_, [&](ProxyConnection* c) {
       if (!c->removeRequested.load(std::memory_order_acquire)) return false;
-      c->removed.store(true, std::memory_order_release);
+      leaving.push_back(c);
       return true;
     });
+    if (!leaving.empty()) {
+      endSleepOfLeavers();  // while their communicators still exist
+      for (ProxyConnection* c : leaving) c->removed.store(true, std::memory_order_release);
+    }
     bool busy = false;
+    const bool profiling = profilerMask() & kProfileProxyTree;
     for (ProxyConnection* c : conns_) {
       if (c->failed.load(std::memory_order_relaxed)) continue;
+      ProxyProfile* prof = profiling ? c->profile.get() : nullptr;
+      if (prof) prof->observe();  // steps to post get their events first: the net plugin is handed their handles
       int idle = 1;
       char why[512] = "";
       ncclResult_t r = c->api->proxyProgress(c->resources, &idle, why, (int)sizeof why);
       if (c->removeRequested.load(std::memory_order_acquire)) continue;  // abandoned during the call: owner gone
+      if (prof) prof->observe();
       c->settled.store(idle != 0, std::memory_order_release);
       if (r != ncclSuccess) {
         c->failed.store(true, std::memory_order_release);
@@ -104,7 +115,8 @@ class Proxy {
       if (active_.load(std::memory_order_acquire) == 0 && idlePasses > kIdlePassesBeforeSleep) {
         // Nothing runs and nothing is left to finish: sleep until the next launch (a bounded wait, so
         // that a connection added without a launch is still looked at now and then).
-        cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return active_.load() > 0; });
+        if (asleep_.empty()) profileSleep();
+        if (cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return active_.load() > 0; })) profileWake();
         idlePasses = 0;
         continue;
       }
@@ -120,6 +132,30 @@ class Proxy {
     }
   }
 
+  // ProxyCtrl events: one Sleep event per communicator served, from the first sleep after work to the launch that
+  // wakes the loop.
+  void profileSleep() {
+    for (ProxyConnection* c : conns_) {
+      auto* comm = (ncclComm*)c->owner;
+      if (!c->profile || std::any_of(asleep_.begin(), asleep_.end(), [&](auto& s) { return s.first == comm; }))
+        continue;
+      if (void* h = proxyCtrlSleep(comm)) asleep_.emplace_back(comm, h);
+    }
+  }
+  // A communicator whose last connection leaves ends its Sleep event (it is about to be freed).
+  void endSleepOfLeavers() {
+    std::erase_if(asleep_, [&](const std::pair<ncclComm*, void*>& s) {
+      if (std::any_of(conns_.begin(), conns_.end(), [&](ProxyConnection* o) { return o->owner == s.first; }))
+        return false;
+      proxyCtrlWake(s.first, s.second);
+      return true;
+    });
+  }
+  void profileWake() {
+    for (auto& [comm, h] : asleep_) proxyCtrlWake(comm, h);
+    asleep_.clear();
+  }
+
   static inline std::atomic<Proxy*> instance{nullptr};
   static constexpr uint32_t kSpinPasses = 64;
   static constexpr uint32_t kIdlePassesBeforeSleep = 4096;
@@ -127,6 +163,7 @@ class Proxy {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<ProxyConnection*> conns_;
+  std::vector<std::pair<ncclComm*, void*>> asleep_;  // under mu_
   std::atomic<int> active_{0};
   std::atomic<uint64_t> passes_{0};
   bool started_ = false;

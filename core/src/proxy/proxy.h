@@ -11,7 +11,10 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
+
+#include "proxy/proxy_profile.h"
 
 namespace plexus {
 
@@ -29,6 +32,8 @@ struct ProxyConnection {
   std::atomic<bool> failed{false};  // set by the proxy; the connection is not progressed again
   std::atomic<bool> settled{false};  // the last pass found nothing to finish (proxyProgress's idle)
   std::atomic<bool> removeRequested{false}, removed{false};  // proxyRemove's handshake with the proxy thread
+  // The profiler's proxy events for this connection (host backend; NULL elsewhere): watched around each progress.
+  std::unique_ptr<ProxyProfile> profile;
 };
 
 void proxyAdd(ProxyConnection* conn);

@@ -12,6 +12,7 @@
 #include "misc/check.h"
 #include "misc/env.h"
 #include "proxy/proxy.h"
+#include "transport/net/net_transport.h"
 
 namespace plexus {
 
@@ -148,6 +149,13 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
         pc.peer = req.peer;
         pc.channel = req.channel;
         pc.isSend = req.isSend;
+        if (comm->backend == plexusBackendHost) {
+          pc.profile = std::make_unique<ProxyProfile>(comm, &connector.conn, req.peer, req.channel, req.isSend);
+          if (api == &netTransport) netTransportSetProfile(conn.resources, pc.profile.get());
+          std::lock_guard<std::mutex> lock(comm->proxyProfilesMutex);
+          comm->proxyProfiles.resize(comm->channels.count);
+          comm->proxyProfiles[req.channel].push_back(&pc);
+        }
         proxyAdd(&pc);
         // The proxy thread needs a core too (within a node this is known only now, a proxy-driven transport
         // having been chosen for a peer): waits that spin long would starve it.
@@ -218,6 +226,10 @@ bool transportFreeAll(ncclComm* comm) {
   if (!proxied.empty() && !proxyDrain(proxied, bootstrapTimeout(), &comm->abortFlag))
     WARN("rank %d: closing connections with data not yet delivered to their peers (aborted, or not delivered "
          "within %d s)", comm->rank, bootstrapTimeout());
+  {
+    std::lock_guard<std::mutex> lock(comm->proxyProfilesMutex);
+    comm->proxyProfiles.clear();
+  }
   // One deadline for all: a plugin call that blocks the proxy must not hold up an abort per connection.
   const auto removeBy = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   bool released = true;

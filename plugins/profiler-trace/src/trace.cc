@@ -5,7 +5,9 @@
 //
 // One process per rank, one lane (thread) per application thread (GroupApi > CollApi/P2pApi > KernelLaunch, nested
 // by time), one lane for the collectives and point-to-point operations (each from its hand-over to the device until
-// its last channel finished), one lane per channel (KernelCh: the channel's part of each launch). The files are
+// its last channel finished), one lane per channel (KernelCh: the channel's part of each launch), and across nodes
+// lanes per proxy connection (ProxyOp: an operation's traffic on it; under it each ProxyStep on the lane of its slot,
+// with the net plugin's NetPlugin events inside). The files are
 // written at the communicator's finalize. PLEXUS_PROFILER_TRACE_MASK chooses the events (ncclProfile* bits; default
 // all this plugin draws), PLEXUS_PROFILER_TRACE_MAX bounds the events kept per communicator (default 1000000; the
 // rest are counted and dropped).
@@ -29,8 +31,10 @@
 namespace {
 
 constexpr int kDrawn = ncclProfileGroupApi | ncclProfileCollApi | ncclProfileP2pApi | ncclProfileKernelLaunch |
-                       ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh;
+                       ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileKernelCh |
+                       ncclProfileProxyOp | ncclProfileProxyStep | ncclProfileNetPlugin;
 constexpr int kOpsLane = 100000;      // the collectives' lane
+constexpr int kProxyLanes = 150000;   // proxy connections: kProxyLanes + 100 x the connection's order + sub-lane
 constexpr int kThreadLanes = 200000;  // application threads: kThreadLanes + the thread's order of appearance
 
 uint64_t nowNs() {
@@ -48,6 +52,7 @@ struct Event {
   int lane = 0;
   uint64_t start = 0, end = 0;  // ns; end 0: never stopped
   Event* parent = nullptr;
+  std::string group;  // proxy events: the lanes they are packed on ("net ch 0 send to 1", "... steps")
 };
 
 struct Context {
@@ -156,6 +161,23 @@ ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventDescr_v6
                num("peer", (uint64_t)d->p2p.peer);
       e.parent = nullptr;
       break;
+    case ncclProfileProxyOp:
+      e.group = "net ch " + std::to_string(d->proxyOp.channelId) + (d->proxyOp.isSend ? " send to " : " recv from ") +
+                std::to_string(d->proxyOp.peer);
+      e.name = (e.parent ? e.parent->name : std::string("operation")) + (d->proxyOp.isSend ? " send" : " recv");
+      e.args = num("channel", d->proxyOp.channelId) + ", " + num("peer", (uint64_t)d->proxyOp.peer) + ", " +
+               num("stepBytes", (uint64_t)d->proxyOp.chunkSize);
+      break;
+    case ncclProfileProxyStep:
+      e.group = (e.parent ? e.parent->group : std::string("proxy")) + " steps";
+      e.name = "step " + std::to_string(d->proxyStep.step);
+      e.args = num("step", (uint64_t)d->proxyStep.step);
+      break;
+    case ncclProfileNetPlugin:
+      e.group = e.parent ? e.parent->group : std::string("net plugin");
+      e.name = "net plugin";
+      e.args = num("pluginId", (uint64_t)d->netPlugin.id);
+      break;
     case ncclProfileKernelCh:
       e.lane = d->kernelCh.channelId;
       e.start = d->kernelCh.pTimer ? d->kernelCh.pTimer : e.start;
@@ -203,24 +225,43 @@ void write(Context* c) {
           c->rank);
   std::map<int, std::string> lanes;
   auto endOf = [](const Event& e) { return e.end ? std::max(e.end, e.start) : e.start; };
-  // Operations overlap (the next is handed over while the last still runs): each goes to the first operations lane
-  // free at its start, so that the events of a lane nest as the format wants.
+  // Events that overlap (the next operation is handed over while the last still runs; a connection's steps are in
+  // flight together): each goes to the first lane of its group free at its start, so that a lane's events nest as
+  // the format wants. A NetPlugin event is drawn inside its step.
+  auto pack = [&](std::vector<Event*> group, int base, const std::string& name) {
+    std::sort(group.begin(), group.end(), [](const Event* a, const Event* b) { return a->start < b->start; });
+    std::vector<uint64_t> laneEnds;
+    for (Event* e : group) {
+      size_t k = 0;
+      while (k < laneEnds.size() && laneEnds[k] > e->start) k++;
+      if (k == laneEnds.size()) laneEnds.push_back(0);
+      laneEnds[k] = endOf(*e);
+      e->lane = base + (int)k;
+      lanes[e->lane] = k ? name + " " + std::to_string(k + 1) : name;
+    }
+  };
   std::vector<Event*> ops;
-  for (Event& e : c->events)
+  std::map<std::string, std::vector<Event*>> proxy;
+  std::vector<std::string> proxyOrder;  // groups by first appearance
+  for (Event& e : c->events) {
     if (e.lane == kOpsLane) ops.push_back(&e);
-  std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) { return a->start < b->start; });
-  std::vector<uint64_t> laneEnds;
-  for (Event* e : ops) {
-    size_t k = 0;
-    while (k < laneEnds.size() && laneEnds[k] > e->start) k++;
-    if (k == laneEnds.size()) laneEnds.push_back(0);
-    laneEnds[k] = endOf(*e);
-    e->lane = kOpsLane + (int)k;
+    if (!(e.type & (ncclProfileProxyOp | ncclProfileProxyStep))) continue;
+    const std::string conn = e.type == ncclProfileProxyOp ? e.group : e.group.substr(0, e.group.size() - 6);
+    if (std::find(proxyOrder.begin(), proxyOrder.end(), conn) == proxyOrder.end()) proxyOrder.push_back(conn);
+    proxy[e.group].push_back(&e);
   }
+  pack(ops, kOpsLane, "operations");
+  for (size_t i = 0; i < proxyOrder.size(); i++) {
+    const int base = kProxyLanes + 100 * (int)i;
+    pack(proxy[proxyOrder[i]], base, proxyOrder[i]);
+    pack(proxy[proxyOrder[i] + " steps"], base + 10, proxyOrder[i] + " steps");
+  }
+  for (Event& e : c->events)
+    if (e.type == ncclProfileNetPlugin) e.lane = e.parent ? e.parent->lane : kProxyLanes - 1;
   for (const Event& e : c->events) {
     if (e.lane >= kThreadLanes) lanes[e.lane] = "thread " + std::to_string(e.lane - kThreadLanes);
-    else if (e.lane >= kOpsLane) lanes[e.lane] = e.lane == kOpsLane ? "operations" : "operations " + std::to_string(e.lane - kOpsLane + 1);
-    else lanes[e.lane] = "channel " + std::to_string(e.lane);
+    else if (e.lane < kOpsLane) lanes[e.lane] = "channel " + std::to_string(e.lane);
+    else if (!lanes.count(e.lane)) lanes[e.lane] = "net plugin";
     const uint64_t end = endOf(e);
     // Microseconds since the epoch, so that every rank's file shares one time line (readers parse them as doubles:
     // a quarter of a microsecond apart at today's dates).

@@ -22,6 +22,7 @@
 #include "misc/env.h"
 #include "nccl.h"
 #include "plugin/net.h"
+#include "proxy/proxy_profile.h"
 #include "topo/hw_topo.h"
 
 namespace plexus {
@@ -119,7 +120,10 @@ struct NetConn {
   Clock::time_point oldestSince{};  // when the oldest incomplete request was posted
   Clock::time_point refusedSince{};  // when the plugin began to give NULL requests for what waits to be posted
   bool refusing = false;
+  ProxyProfile* profile = nullptr;  // host backend: the steps' profiler handles (phandle)
+  void* phandles[PLEXUS_STEPS] = {};
 
+  void* stepHandle(uint64_t step) const { return profile ? profile->stepHandle(step) : nullptr; }
   const NetPlugin& plugin() const { return *net->plugin; }
   std::string where() const {
     const char* devName = net->props.size() > (size_t)dev && net->props[dev].name ? net->props[dev].name : "?";
@@ -540,7 +544,8 @@ ncclResult_t sendProgress(NetConn* c, int* idle, char* error, int errorLen) {
     if (size < 0 || size > c->stepSize)
       return failed(*c, ncclInternalError, "a kernel step of a bad size", error, errorLen);
     void* req = nullptr;
-    ncclResult_t r = api.isend(c->comm, c->buff + (size_t)slot * c->stepSize, (size_t)size, c->self, c->mhandle, &req);
+    ncclResult_t r = api.isend(c->comm, c->buff + (size_t)slot * c->stepSize, (size_t)size, c->self, c->mhandle,
+                               c->stepHandle(c->posted), &req);
     if (r != ncclSuccess) return failed(*c, r, "isend", error, errorLen);
     if (c->completed == c->posted) NCCLCHECK(refused(c, req != nullptr, error, errorLen));
     if (!req) break;  // the plugin is full: try again later
@@ -596,7 +601,8 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
     size_t size = (size_t)c->stepSize;
     int tag = c->peer;
     void* req = nullptr;
-    ncclResult_t r = api.irecv(c->comm, 1, &data, &size, &tag, &c->mhandle, &req);
+    c->phandles[slot] = c->stepHandle(c->posted);  // kept: a plugin may read it until the receive completes
+    ncclResult_t r = api.irecv(c->comm, 1, &data, &size, &tag, &c->mhandle, &c->phandles[slot], &req);
     if (r != ncclSuccess) return failed(*c, r, "irecv", error, errorLen);
     if (c->completed == c->posted) NCCLCHECK(refused(c, req != nullptr, error, errorLen));
     if (!req) break;
@@ -657,6 +663,8 @@ ncclResult_t netProxyProgress(void* resources, int* idle, char* error, int error
 ncclResult_t netFinalize(void*) { return ncclSuccess; }
 
 }  // namespace
+
+void netTransportSetProfile(void* resources, ProxyProfile* profile) { ((NetConn*)resources)->profile = profile; }
 
 const plexusTransport_v1_t netTransport = {
     PLEXUS_TRANSPORT_ABI_VERSION,

@@ -18,4 +18,9 @@ namespace plexus {
 
 extern const plexusTransport_v1_t netTransport;
 
+class ProxyProfile;
+// The connection's proxy events (host backend), whose step handles its isend/irecv hand the net plugin (phandle):
+// a v10+ plugin's profiler callback hangs NetPlugin events off them.
+void netTransportSetProfile(void* resources, ProxyProfile* profile);
+
 }  // namespace plexus
