@@ -6,6 +6,7 @@ packages=(build-essential cmake ninja-build pkg-config git
           openmpi-bin libopenmpi-dev doctest-dev nlohmann-json3-dev libhwloc-dev iproute2
           libucx-dev ucx-utils libfabric-dev libfabric-bin
           libibverbs-dev  # net-ib builds against <infiniband/verbs.h> (and opens libibverbs at run time)
+          python3-torch libtorch-dev pybind11-dev  # the torch.distributed backend (integrations/torch), torch 1.13
           clang libclang-rt-14-dev  # the libFuzzer targets (tests/fuzz): clang++ 14 and its runtimes
           valgrind)                 # memcheck over communicator init/destroy cycles (tests/valgrind)
 missing=()

@@ -1,0 +1,133 @@
+// ProcessGroupPlexus: torch.distributed's process-group API over one Plexus communicator (host backend: CPU
+// tensors), as ProcessGroupNCCL is over NCCL.
+//
+// Every operation is enqueued on the group's Plexus stream and returns at once; a completion thread waits for each
+// in order and completes its future (the Work's wait, isCompleted, exception and getFuture, and DDP's communication
+// hooks, all read it). An operation Plexus fails (a timeout, a dead peer, an abort) fails its future with Plexus's
+// message, which Python raises.
+#pragma once
+
+#include <nccl.h>
+#include <plexus.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace plexus_torch {
+
+// An operation's handle: its future, completed (or failed with Plexus's message) by the completion thread. wait()
+// raises the failure, as ProcessGroupNCCL's does (torch's future-wrapping Work would not).
+class WorkPlexus : public c10d::Work {
+ public:
+  WorkPlexus(int rank, c10d::OpType type, c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(rank, type), future_(std::move(future)) {}
+  bool isCompleted() override { return future_->completed(); }
+  bool isSuccess() const override { return !future_->hasError(); }
+  std::exception_ptr exception() const override { return future_->exception_ptr(); }
+  std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupPlexus : public c10d::ProcessGroup {
+ public:
+  // Rendezvous through the store torch hands over: rank 0 writes the ncclUniqueId, the others read it.
+  ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                     std::chrono::milliseconds timeout);
+  ~ProcessGroupPlexus() override;
+
+  const std::string getBackendName() const override { return "plexus"; }
+  // dist.batch_isend_irecv: the operations between them are one NCCL group (one launch, matched as a whole).
+  void startCoalescing() override;
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts = {}, bool waitAllRanks = false) override;
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
+  ncclComm_t comm() const { return comm_; }
+
+ private:
+  // Work that runs once the operation is done, on the completion thread (copies out of a flat buffer).
+  using After = std::function<void()>;
+  // Enqueues `enqueue` (NCCL calls on stream_) and returns the operation's Work; `outputs` are its result.
+  c10::intrusive_ptr<c10d::Work> run(const char* what, c10d::OpType type, std::vector<at::Tensor> outputs,
+                                     const std::function<ncclResult_t()>& enqueue, After after = nullptr);
+  void complete();  // the completion thread
+  [[noreturn]] void fail(const char* what, ncclResult_t r) const;
+
+  struct Op {
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    std::vector<at::Tensor> outputs;
+    After after;
+    std::string what;
+  };
+  // Operations done when the event is (several: a coalesced group).
+  struct Pending {
+    plexusEvent_t event = nullptr;
+    std::vector<Op> ops;
+  };
+  plexusEvent_t record();  // an event at the stream's end
+
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  uint64_t seq_ = 0;
+  std::mutex enqueueMu_;  // operations from several threads (DDP's autograd hooks) keep one order on every rank
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool coalescing_ = false;  // the caller's thread, between startCoalescing and endCoalescing
+  std::vector<Op> coalesced_;
+  bool stopping_ = false;
+  std::thread completer_;
+};
+
+}  // namespace plexus_torch
