@@ -4,7 +4,8 @@
     python3 -m plexus_torch.launch --nproc-per-node 4 train.py --epochs 1
 
 Each process gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (one node), so that
-init_process_group("plexus") with the default env:// method finds its peers. If one process fails, the others are
+init_process_group("plexus") with the default env:// method finds its peers, and OMP_NUM_THREADS=1 unless set (as
+torchrun does). If one process fails, the others are
 stopped; the exit status is the first failure's. --timeout bounds the whole run (seconds, 0: none).
 """
 import argparse
@@ -33,6 +34,10 @@ def main(argv=None):
     a = p.parse_args(argv)
     port = a.master_port or free_port(a.master_addr)
     procs = []
+    if a.nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # As torchrun: torch's OpenMP threads spin after each parallel region, and on a node shared by several
+        # processes they take the cores the others' communication needs (10x slower collectives were measured).
+        os.environ["OMP_NUM_THREADS"] = "1"
     for rank in range(a.nproc_per_node):
         env = dict(os.environ, MASTER_ADDR=a.master_addr, MASTER_PORT=str(port), RANK=str(rank),
                    WORLD_SIZE=str(a.nproc_per_node), LOCAL_RANK=str(rank),

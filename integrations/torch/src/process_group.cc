@@ -122,46 +122,50 @@ void ProcessGroupPlexus::fail(const char* what, ncclResult_t r) const {
                            (last && *last ? std::string(": ") + last : std::string()));
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture() {
+  if (!future_->completed())
+    if (auto group = group_.lock()) static_cast<ProcessGroupPlexus*>(group.get())->futureWanted();
+  return future_;
+}
+
 bool WorkPlexus::wait(std::chrono::milliseconds) {
   future_->wait();
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   return true;
 }
 
-plexusEvent_t ProcessGroupPlexus::record() {
-  plexusEvent_t event = nullptr;
-  ncclResult_t r = plexusEventCreate(&event);
-  if (r == ncclSuccess) r = plexusEventRecord(event, stream_);
-  if (r != ncclSuccess) fail("plexusEventRecord", r);
-  return event;
+c10::weak_intrusive_ptr<c10d::ProcessGroup> ProcessGroupPlexus::self() {
+  return c10::weak_intrusive_ptr<c10d::ProcessGroup>(
+      c10::intrusive_ptr<c10d::ProcessGroup>::unsafe_reclaim_from_nonowning(this));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::push(std::vector<Op> ops) {
+  auto future = ops.back().future;
+  const c10d::OpType type = ops.size() == 1 ? ops[0].type : c10d::OpType::UNKNOWN;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Op& op : ops) pending_.push_back(std::move(op));
+  }
+  cv_.notify_one();
+  return c10::make_intrusive<WorkPlexus>(rank_, type, future, self());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::run(const char* what, c10d::OpType type,
                                                        std::vector<at::Tensor> outputs,
                                                        const std::function<ncclResult_t()>& enqueue, After after) {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  Op op{future, std::move(outputs), std::move(after), what};
-  if (coalescing_) {  // launched, and its event recorded, at endCoalescing
-    ncclResult_t r = enqueue();
-    if (r != ncclSuccess) fail(what, r);
+  Op op{future, std::move(outputs), std::move(after), what, type};
+  std::lock_guard<std::mutex> lock(enqueueMu_);
+  ncclResult_t r = enqueue();
+  if (r != ncclSuccess) fail(what, r);
+  if (coalescing_) {  // launched, and settled, from endCoalescing on
     coalesced_.push_back(std::move(op));
-    return c10::make_intrusive<WorkPlexus>(rank_, type, future);
+    return c10::make_intrusive<WorkPlexus>(rank_, type, future, self());
   }
-  Pending p;
-  {
-    std::lock_guard<std::mutex> lock(enqueueMu_);
-    ncclResult_t r = enqueue();
-    if (r != ncclSuccess) fail(what, r);
-    p.event = record();
-    seq_++;
-  }
-  p.ops.push_back(std::move(op));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(p));
-  }
-  cv_.notify_one();
-  return c10::make_intrusive<WorkPlexus>(rank_, type, future);
+  seq_++;
+  std::vector<Op> one;
+  one.push_back(std::move(op));
+  return push(std::move(one));
 }
 
 void ProcessGroupPlexus::startCoalescing() {
@@ -174,51 +178,58 @@ void ProcessGroupPlexus::startCoalescing() {
 void ProcessGroupPlexus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>&) {
   TORCH_CHECK(coalescing_, "plexus: endCoalescing without startCoalescing");
   coalescing_ = false;
-  Pending p;
-  p.ops = std::move(coalesced_);
+  std::vector<Op> ops = std::move(coalesced_);
   coalesced_.clear();
-  {
-    std::lock_guard<std::mutex> lock(enqueueMu_);
-    ncclResult_t r = ncclGroupEnd();
-    if (r != ncclSuccess) {
-      for (Op& op : p.ops) op.future->setError(std::make_exception_ptr(std::runtime_error(
-          std::string("plexus: the coalesced group failed: ") + ncclGetErrorString(r) + ": " + ncclGetLastError(comm_))));
-      fail("ncclGroupEnd (coalesced operations)", r);
-    }
-    p.event = record();
-    seq_++;
+  std::lock_guard<std::mutex> lock(enqueueMu_);
+  ncclResult_t r = ncclGroupEnd();
+  if (r != ncclSuccess) {
+    for (Op& op : ops)
+      op.future->setError(std::make_exception_ptr(std::runtime_error(
+          std::string("plexus: the coalesced group failed: ") + ncclGetErrorString(r) + ": " +
+          ncclGetLastError(comm_))));
+    fail("ncclGroupEnd (coalesced operations)", r);
   }
+  seq_++;
+  if (!ops.empty()) push(std::move(ops));
+}
+
+void ProcessGroupPlexus::settle() {
+  std::lock_guard<std::mutex> settling(settleMu_);
+  std::deque<Op> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(p));
+    batch.swap(pending_);
   }
-  cv_.notify_one();
+  if (batch.empty()) return;
+  // Everything enqueued before this call, the batch among it, has run when this returns (with the first error).
+  const ncclResult_t r = plexusStreamSynchronize(stream_);
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm_, &async);
+  for (Op& op : batch) {
+    try {
+      if (r != ncclSuccess || async != ncclSuccess) fail(op.what.c_str(), async != ncclSuccess ? async : r);
+      if (op.after) op.after();
+      op.future->markCompleted(c10::IValue(op.outputs));
+    } catch (...) {
+      op.future->setError(std::current_exception());
+    }
+  }
 }
 
 void ProcessGroupPlexus::complete() {
   for (;;) {
-    Pending p;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
       if (pending_.empty()) return;  // stopping, nothing left
-      p = std::move(pending_.front());
-      pending_.pop_front();
     }
-    ncclResult_t r = plexusEventSynchronize(p.event);
-    plexusEventDestroy(p.event);
-    ncclResult_t async = ncclSuccess;
-    if (r == ncclSuccess) ncclCommGetAsyncError(comm_, &async);
-    for (Op& op : p.ops) {
-      try {
-        if (r != ncclSuccess || async != ncclSuccess) fail(op.what.c_str(), r != ncclSuccess ? r : async);
-        if (op.after) op.after();
-        op.future->markCompleted(c10::IValue(op.outputs));
-      } catch (...) {
-        op.future->setError(std::current_exception());
-      }
-    }
+    settle();
   }
+}
+
+void ProcessGroupPlexus::futureWanted() {
+  futureWanted_.store(true);
+  cv_.notify_one();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,

@@ -1,10 +1,12 @@
 // ProcessGroupPlexus: torch.distributed's process-group API over one Plexus communicator (host backend: CPU
 // tensors), as ProcessGroupNCCL is over NCCL.
 //
-// Every operation is enqueued on the group's Plexus stream and returns at once; a completion thread waits for each
-// in order and completes its future (the Work's wait, isCompleted, exception and getFuture, and DDP's communication
-// hooks, all read it). An operation Plexus fails (a timeout, a dead peer, an abort) fails its future with Plexus's
-// message, which Python raises.
+// Every operation is enqueued on the group's Plexus stream and returns at once. Its future (which the Work's wait,
+// isCompleted and getFuture, and DDP's communication hooks, read) is completed by whoever settles the stream first:
+// a thread that waits on the Work runs the stream itself (a Plexus host stream runs its operations on the thread
+// that synchronizes it: no hand-over to another thread on the critical path), else the group's completion thread.
+// An operation Plexus fails (a timeout, a dead peer, an abort) fails its future with Plexus's message, which
+// Python raises.
 #pragma once
 
 #include <nccl.h>
@@ -13,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -25,19 +28,23 @@ namespace plexus_torch {
 
 // An operation's handle: its future, completed (or failed with Plexus's message) by the completion thread. wait()
 // raises the failure, as ProcessGroupNCCL's does (torch's future-wrapping Work would not).
+class ProcessGroupPlexus;
+
 class WorkPlexus : public c10d::Work {
  public:
-  WorkPlexus(int rank, c10d::OpType type, c10::intrusive_ptr<c10::ivalue::Future> future)
-      : c10d::Work(rank, type), future_(std::move(future)) {}
+  WorkPlexus(int rank, c10d::OpType type, c10::intrusive_ptr<c10::ivalue::Future> future,
+             c10::weak_intrusive_ptr<c10d::ProcessGroup> group)
+      : c10d::Work(rank, type), future_(std::move(future)), group_(std::move(group)) {}
   bool isCompleted() override { return future_->completed(); }
   bool isSuccess() const override { return !future_->hasError(); }
   std::exception_ptr exception() const override { return future_->exception_ptr(); }
   std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  c10::weak_intrusive_ptr<c10d::ProcessGroup> group_;  // a ProcessGroupPlexus
 };
 
 class ProcessGroupPlexus : public c10d::ProcessGroup {
@@ -93,6 +100,10 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   uint64_t getSequenceNumberForGroup() override { return seq_; }
 
   ncclComm_t comm() const { return comm_; }
+  // Completes every operation enqueued so far: runs the stream on this thread, then settles their futures in order.
+  void settle();
+  // Someone will wait on a future (not on its Work): the completion thread settles now.
+  void futureWanted();
 
  private:
   // Work that runs once the operation is done, on the completion thread (copies out of a flat buffer).
@@ -100,7 +111,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   // Enqueues `enqueue` (NCCL calls on stream_) and returns the operation's Work; `outputs` are its result.
   c10::intrusive_ptr<c10d::Work> run(const char* what, c10d::OpType type, std::vector<at::Tensor> outputs,
                                      const std::function<ncclResult_t()>& enqueue, After after = nullptr);
-  void complete();  // the completion thread
+  void complete();  // the completion thread: settles what nobody waits for (futures of DDP's hooks)
   [[noreturn]] void fail(const char* what, ncclResult_t r) const;
 
   struct Op {
@@ -108,13 +119,10 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     std::vector<at::Tensor> outputs;
     After after;
     std::string what;
+    c10d::OpType type;
   };
-  // Operations done when the event is (several: a coalesced group).
-  struct Pending {
-    plexusEvent_t event = nullptr;
-    std::vector<Op> ops;
-  };
-  plexusEvent_t record();  // an event at the stream's end
+  c10::intrusive_ptr<c10d::Work> push(std::vector<Op> ops);  // hands them to settle()
+  c10::weak_intrusive_ptr<c10d::ProcessGroup> self();
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -123,10 +131,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   std::mutex enqueueMu_;  // operations from several threads (DDP's autograd hooks) keep one order on every rank
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> pending_;
+  std::deque<Op> pending_;
+  std::mutex settleMu_;  // one thread settles at a time
   bool coalescing_ = false;  // the caller's thread, between startCoalescing and endCoalescing
   std::vector<Op> coalesced_;
   bool stopping_ = false;
+  std::atomic<bool> futureWanted_{false};
   std::thread completer_;
 };
 
