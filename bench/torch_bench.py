@@ -19,9 +19,8 @@ def bus_factor(op, n):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="plexus")
-    p.add_argument("--min-bytes", type=int, default=8)
-    p.add_argument("--max-bytes", type=int, default=64 << 20)
-    p.add_argument("--factor", type=int, default=8)
+    p.add_argument("--sizes", default="8,64,512,4096,32768,262144,1048576,4194304,16777216,67108864",
+                   help="bytes, comma-separated")
     p.add_argument("--ops", default="allreduce,allgather,broadcast,reduce_scatter,alltoall")
     p.add_argument("--seconds", type=float, default=0.3, help="time spent per (operation, size), roughly")
     a = p.parse_args()
@@ -32,8 +31,7 @@ def main():
     ops = a.ops.split(",")
     if a.backend == "gloo":
         ops = [o for o in ops if o != "reduce_scatter"]  # torch 1.13's gloo has none
-    size = a.min_bytes
-    while size <= a.max_bytes:
+    for size in [int(x) for x in a.sizes.split(",")]:
         count = max(1, size // 4)
         for op in ops:
             # Bytes as NCCL's tests count them: the per-rank buffer for allreduce/broadcast, the gathered whole for
@@ -73,7 +71,6 @@ def main():
             if rank == 0:
                 print(json.dumps({"backend": a.backend, "world": n, "op": op, "bytes": nbytes, "us": us,
                                   "busbw": nbytes / us / 1e3 * bus_factor(op, n), "iters": iters}), flush=True)
-        size *= a.factor
     dist.destroy_process_group()
 
 

@@ -68,6 +68,14 @@ void checkAlike(const std::vector<at::Tensor>& ts, const at::Tensor& like, size_
   }
 }
 
+// Whether the tensors lie end to end in list order (views of one buffer, as torch.chunk gives): then they are the
+// flat buffer itself.
+bool adjacent(const std::vector<at::Tensor>& ts) {
+  for (size_t i = 1; i < ts.size(); i++)
+    if ((char*)ts[i].data_ptr() != (char*)ts[i - 1].data_ptr() + ts[i - 1].nbytes()) return false;
+  return true;
+}
+
 // A group of NCCL calls: one launch, matched on every rank.
 ncclResult_t grouped(const std::function<ncclResult_t()>& calls) {
   ncclResult_t r = ncclGroupStart();
@@ -122,21 +130,10 @@ void ProcessGroupPlexus::fail(const char* what, ncclResult_t r) const {
                            (last && *last ? std::string(": ") + last : std::string()));
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture() {
-  if (!future_->completed())
-    if (auto group = group_.lock()) static_cast<ProcessGroupPlexus*>(group.get())->futureWanted();
-  return future_;
-}
-
 bool WorkPlexus::wait(std::chrono::milliseconds) {
   future_->wait();
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   return true;
-}
-
-c10::weak_intrusive_ptr<c10d::ProcessGroup> ProcessGroupPlexus::self() {
-  return c10::weak_intrusive_ptr<c10d::ProcessGroup>(
-      c10::intrusive_ptr<c10d::ProcessGroup>::unsafe_reclaim_from_nonowning(this));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::push(std::vector<Op> ops) {
@@ -147,7 +144,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::push(std::vector<Op> ops) {
     for (Op& op : ops) pending_.push_back(std::move(op));
   }
   cv_.notify_one();
-  return c10::make_intrusive<WorkPlexus>(rank_, type, future, self());
+  return c10::make_intrusive<WorkPlexus>(rank_, type, future);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::run(const char* what, c10d::OpType type,
@@ -160,7 +157,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::run(const char* what, c10d::O
   if (r != ncclSuccess) fail(what, r);
   if (coalescing_) {  // launched, and settled, from endCoalescing on
     coalesced_.push_back(std::move(op));
-    return c10::make_intrusive<WorkPlexus>(rank_, type, future, self());
+    return c10::make_intrusive<WorkPlexus>(rank_, type, future);
   }
   seq_++;
   std::vector<Op> one;
@@ -191,6 +188,26 @@ void ProcessGroupPlexus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work
   }
   seq_++;
   if (!ops.empty()) push(std::move(ops));
+}
+
+at::Tensor ProcessGroupPlexus::scratch(const at::Tensor& like, int64_t numel) {
+  const int64_t bytes = numel * (int64_t)like.element_size();
+  std::lock_guard<std::mutex> lock(scratchMu_);
+  if (!scratchBusy_ && scratch_.defined() && scratch_.numel() >= bytes) {
+    scratchBusy_ = true;
+    return scratch_.narrow(0, 0, bytes).view(like.scalar_type());
+  }
+  if (!scratchBusy_) {  // the kept buffer grows to the largest asked for
+    scratch_ = at::empty({bytes}, at::kByte);
+    scratchBusy_ = true;
+    return scratch_.view(like.scalar_type());
+  }
+  return at::empty({numel}, like.options());  // in use by an operation in flight
+}
+
+void ProcessGroupPlexus::release(const at::Tensor& t) {
+  std::lock_guard<std::mutex> lock(scratchMu_);
+  if (scratch_.defined() && t.data_ptr() == scratch_.data_ptr()) scratchBusy_ = false;
 }
 
 void ProcessGroupPlexus::settle() {
@@ -225,11 +242,6 @@ void ProcessGroupPlexus::complete() {
     }
     settle();
   }
-}
-
-void ProcessGroupPlexus::futureWanted() {
-  futureWanted_.store(true);
-  cv_.notify_one();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,
@@ -303,13 +315,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(std::vector<std::ve
   TORCH_CHECK(outputs.size() == 1, "plexus: allgather takes one output list per process (got ", outputs.size(), ")");
   std::vector<at::Tensor> outs = outputs[0];
   checkAlike(outs, in, (size_t)size_, "allgather");
-  // Into one flat buffer, then out into the list once done (the list's tensors need not be adjacent).
-  at::Tensor flat = at::empty({(int64_t)size_ * in.numel()}, in.options());
-  return run("allgather", c10d::OpType::ALLGATHER, outs,
+  if (adjacent(outs))  // the list is one buffer: gathered into it
+    return run("allgather", c10d::OpType::ALLGATHER, outs, [&] {
+      return ncclAllGather(in.data_ptr(), outs[0].data_ptr(), in.numel(), ncclType(in), comm_, stream_);
+    });
+  // Separate tensors: gathered into a staging buffer (kept from one call to the next: fresh pages cost as much as
+  // the copy), then copied out once done.
+  at::Tensor flat = scratch(in, (int64_t)size_ * in.numel());
+  return run(
+      "allgather", c10d::OpType::ALLGATHER, outs,
       [&] { return ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), ncclType(in), comm_, stream_); },
-      [flat, outs]() mutable {
+      [this, flat, outs]() mutable {
         for (size_t r = 0; r < outs.size(); r++)
           outs[r].view({-1}).copy_(flat.narrow(0, (int64_t)r * outs[r].numel(), outs[r].numel()));
+        release(flat);
       });
 }
 
@@ -369,26 +388,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(std::vector<std::vecto
                                                           const c10d::GatherOptions& opts) {
   at::Tensor in = single(inputs, "gather");
   const int root = (int)opts.rootRank;
+  TORCH_CHECK(root >= 0 && root < size_, "plexus: gather: root ", root, " is out of range [0, ", size_, ")");
   std::vector<at::Tensor> outs;
-  at::Tensor flat;
   if (rank_ == root) {
     TORCH_CHECK(outputs.size() == 1, "plexus: gather: the root takes one output list (got ", outputs.size(), ")");
     outs = outputs[0];
     checkAlike(outs, in, (size_t)size_, "gather");
-    flat = at::empty({(int64_t)size_ * in.numel()}, in.options());
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "plexus: gather: only the root (rank ", root, ") takes output tensors");
   }
-  return run("gather", c10d::OpType::GATHER, outs,
-      [&] {
-        return ncclGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, in.numel(), ncclType(in), root,
-                          comm_, stream_);
-      },
-      [flat, outs]() mutable {
-        for (size_t r = 0; r < outs.size(); r++)
-          outs[r].view({-1}).copy_(flat.narrow(0, (int64_t)r * outs[r].numel(), outs[r].numel()));
-      });
+  // Straight into the root's list: every rank sends its part, the root receives each (its own too).
+  return run("gather", c10d::OpType::GATHER, outs, [&] {
+    return grouped([&] {
+      if (rank_ == root)
+        for (int r = 0; r < size_; r++) {
+          ncclResult_t res = ncclRecv(outs[r].data_ptr(), in.numel(), ncclType(in), r, comm_, stream_);
+          if (res != ncclSuccess) return res;
+        }
+      return ncclSend(in.data_ptr(), in.numel(), ncclType(in), root, comm_, stream_);
+    });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(std::vector<at::Tensor>& outputs,
@@ -396,19 +416,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(std::vector<at::Tenso
                                                            const c10d::ScatterOptions& opts) {
   at::Tensor out = single(outputs, "scatter");
   const int root = (int)opts.rootRank;
-  at::Tensor flat;
+  TORCH_CHECK(root >= 0 && root < size_, "plexus: scatter: root ", root, " is out of range [0, ", size_, ")");
+  std::vector<at::Tensor> ins;
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1, "plexus: scatter: the root takes one input list (got ", inputs.size(), ")");
-    checkAlike(inputs[0], out, (size_t)size_, "scatter");
-    flat = at::cat(inputs[0]).view({-1});
+    ins = inputs[0];
+    checkAlike(ins, out, (size_t)size_, "scatter");
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "plexus: scatter: only the root (rank ", root, ") takes input tensors");
   }
+  // Straight from the root's list: the root sends each part (its own too), every rank receives its own.
   return run("scatter", c10d::OpType::SCATTER, outputs, [&] {
-    return ncclScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), out.numel(), ncclType(out), root,
-                       comm_, stream_);
-  }, [flat] {});  // keeps the packed input alive until the operation is done
+    return grouped([&] {
+      if (rank_ == root)
+        for (int r = 0; r < size_; r++) {
+          ncclResult_t res = ncclSend(ins[r].data_ptr(), out.numel(), ncclType(out), r, comm_, stream_);
+          if (res != ncclSuccess) return res;
+        }
+      return ncclRecv(out.data_ptr(), out.numel(), ncclType(out), root, comm_, stream_);
+    });
+  }, [ins] {});  // the root's list stays alive until the operation is done
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -418,10 +446,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(std::vector<at
   TORCH_CHECK(inputs.size() == 1, "plexus: reduce_scatter takes one input list per process (got ", inputs.size(), ")");
   checkAlike(inputs[0], out, (size_t)size_, "reduce_scatter");
   const ncclRedOp_t op = ncclOp(opts.reduceOp, out);
-  at::Tensor flat = at::cat(inputs[0]).view({-1});
+  at::Tensor flat = adjacent(inputs[0]) ? at::Tensor() : at::cat(inputs[0]).view({-1});
+  void* src = flat.defined() ? flat.data_ptr() : inputs[0][0].data_ptr();
   return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, [&] {
-    return ncclReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(), ncclType(out), op, comm_, stream_);
-  }, [flat] {});
+    return ncclReduceScatter(src, out.data_ptr(), out.numel(), ncclType(out), op, comm_, stream_);
+  }, [flat, keep = inputs[0]] {});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,

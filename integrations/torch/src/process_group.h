@@ -1,10 +1,10 @@
 // ProcessGroupPlexus: torch.distributed's process-group API over one Plexus communicator (host backend: CPU
 // tensors), as ProcessGroupNCCL is over NCCL.
 //
-// Every operation is enqueued on the group's Plexus stream and returns at once. Its future (which the Work's wait,
-// isCompleted and getFuture, and DDP's communication hooks, read) is completed by whoever settles the stream first:
-// a thread that waits on the Work runs the stream itself (a Plexus host stream runs its operations on the thread
-// that synchronizes it: no hand-over to another thread on the critical path), else the group's completion thread.
+// Every operation is enqueued on the group's Plexus stream and returns at once. The group's completion thread runs
+// the stream (a Plexus host stream runs its operations on the thread that synchronizes it) and completes each
+// operation's future, which the Work's wait, isCompleted and getFuture, and DDP's communication hooks, read. (The
+// waiting thread running the stream itself was measured: no faster for large messages, and slower now and then.)
 // An operation Plexus fails (a timeout, a dead peer, an abort) fails its future with Plexus's message, which
 // Python raises.
 #pragma once
@@ -28,23 +28,19 @@ namespace plexus_torch {
 
 // An operation's handle: its future, completed (or failed with Plexus's message) by the completion thread. wait()
 // raises the failure, as ProcessGroupNCCL's does (torch's future-wrapping Work would not).
-class ProcessGroupPlexus;
-
 class WorkPlexus : public c10d::Work {
  public:
-  WorkPlexus(int rank, c10d::OpType type, c10::intrusive_ptr<c10::ivalue::Future> future,
-             c10::weak_intrusive_ptr<c10d::ProcessGroup> group)
-      : c10d::Work(rank, type), future_(std::move(future)), group_(std::move(group)) {}
+  WorkPlexus(int rank, c10d::OpType type, c10::intrusive_ptr<c10::ivalue::Future> future)
+      : c10d::Work(rank, type), future_(std::move(future)) {}
   bool isCompleted() override { return future_->completed(); }
   bool isSuccess() const override { return !future_->hasError(); }
   std::exception_ptr exception() const override { return future_->exception_ptr(); }
   std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  c10::weak_intrusive_ptr<c10d::ProcessGroup> group_;  // a ProcessGroupPlexus
 };
 
 class ProcessGroupPlexus : public c10d::ProcessGroup {
@@ -102,8 +98,6 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   ncclComm_t comm() const { return comm_; }
   // Completes every operation enqueued so far: runs the stream on this thread, then settles their futures in order.
   void settle();
-  // Someone will wait on a future (not on its Work): the completion thread settles now.
-  void futureWanted();
 
  private:
   // Work that runs once the operation is done, on the completion thread (copies out of a flat buffer).
@@ -111,7 +105,7 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   // Enqueues `enqueue` (NCCL calls on stream_) and returns the operation's Work; `outputs` are its result.
   c10::intrusive_ptr<c10d::Work> run(const char* what, c10d::OpType type, std::vector<at::Tensor> outputs,
                                      const std::function<ncclResult_t()>& enqueue, After after = nullptr);
-  void complete();  // the completion thread: settles what nobody waits for (futures of DDP's hooks)
+  void complete();  // the completion thread
   [[noreturn]] void fail(const char* what, ncclResult_t r) const;
 
   struct Op {
@@ -122,7 +116,10 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
     c10d::OpType type;
   };
   c10::intrusive_ptr<c10d::Work> push(std::vector<Op> ops);  // hands them to settle()
-  c10::weak_intrusive_ptr<c10d::ProcessGroup> self();
+  // A staging buffer of numel elements like `like`'s: the group's kept one when free, else a new one. release()
+  // gives the kept one back once its operation is done.
+  at::Tensor scratch(const at::Tensor& like, int64_t numel);
+  void release(const at::Tensor& t);
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -133,10 +130,12 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   std::condition_variable cv_;
   std::deque<Op> pending_;
   std::mutex settleMu_;  // one thread settles at a time
+  std::mutex scratchMu_;
+  at::Tensor scratch_;  // bytes
+  bool scratchBusy_ = false;
   bool coalescing_ = false;  // the caller's thread, between startCoalescing and endCoalescing
   std::vector<Op> coalesced_;
   bool stopping_ = false;
-  std::atomic<bool> futureWanted_{false};
   std::thread completer_;
 };
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# torch.distributed on plexus beside gloo in one run: collectives 8 B .. 64 MiB (bench/torch_bench.py) with 2 and 4
+# processes, busbw and the ratio plexus/gloo; the DDP example's step time on both; and the binding's overhead: the
+# 1 MiB allreduce through torch beside plexus-perf's own time in the same minutes.
+#   scripts/bench-torch.sh [build dir, default build]        (SECONDS_PER_POINT=0.2 by default)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+py=${PLEXUS_TORCH_PYTHON:-/usr/bin/python3}
+[[ -f $build/python/plexus_torch/__init__.py ]] || { echo "bench-torch: $build has no plexus_torch (see the configure output)"; exit 1; }
+export NCCL_SOCKET_IFNAME=lo PYTHONPATH=$build/python OMP_NUM_THREADS=1
+secs=${SECONDS_PER_POINT:-0.2}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for n in 2 4; do
+  for b in gloo plexus; do
+    timeout 900 "$py" -m plexus_torch.launch --nproc-per-node $n --timeout 880 "$root/bench/torch_bench.py" --backend $b \
+      --seconds "$secs" | grep '^{' >>"$tmp/points"
+  done
+done
+"$py" - "$tmp/points" <<'PY'
+import json, sys
+pts = [json.loads(l) for l in open(sys.argv[1])]
+key = lambda d: (d["world"], d["op"], d["bytes"])
+gloo = {key(d): d for d in pts if d["backend"] == "gloo"}
+print("%-5s %-15s %10s %12s %12s %10s %10s %8s" % ("procs", "op", "bytes", "plexus us", "gloo us", "plexus GB/s", "gloo GB/s",
+                                                   "ratio"))
+for d in pts:
+    if d["backend"] != "plexus":
+        continue
+    g = gloo.get(key(d))
+    print("%-5d %-15s %10d %12.1f %12s %10.3f %10s %8s" % (
+        d["world"], d["op"], d["bytes"], d["us"], "%.1f" % g["us"] if g else "-", d["busbw"],
+        "%.3f" % g["busbw"] if g else "-", "%.1fx" % (g["us"] / d["us"]) if g else "(none)"))
+PY
+echo
+echo "DDP (examples/torch-ddp, 2 processes, 30 steps): step time"
+for b in gloo plexus; do
+  timeout 600 "$py" -m plexus_torch.launch --nproc-per-node 2 --timeout 580 "$root/examples/torch-ddp/train.py" \
+    --backend $b --steps 30 | grep '^{' | "$py" -c 'import json,sys; d=json.loads(sys.stdin.read()); print("  %-7s %.2f ms per step, final loss %.6f" % (d["backend"], d["step_ms"], d["losses"][-1]))'
+done
+echo
+echo "Binding overhead: AllReduce 1 MiB, 2 processes"
+timeout 300 "$py" -m plexus_torch.launch --nproc-per-node 2 --timeout 280 "$root/bench/torch_bench.py" --backend plexus \
+  --ops allreduce --sizes 1048576 --seconds 1 | grep '^{' >"$tmp/torch1m"
+port=$((20000 + RANDOM % 20000))
+for r in 0 1; do
+  NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" all_reduce -b 1M -e 1M \
+    -n 500 -w 10 -z 2 >"$tmp/perf.$r" 2>&1 &
+done
+wait
+"$py" - "$tmp/torch1m" "$tmp/perf.0" <<'PY'
+import json, sys
+t = json.loads(open(sys.argv[1]).read())["us"]
+row = [l.split() for l in open(sys.argv[2]) if l.strip().startswith("1048576")][0]
+p = float(row[5])  # out-of-place time (us)
+print("  torch.distributed (plexus) %.1f us, plexus-perf %.1f us (-z 2: synchronized after each): overhead %.0f%%" %
+      (t, p, (t / p - 1) * 100))
+PY
