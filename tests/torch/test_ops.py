@@ -3,6 +3,7 @@ share, checked element by element against values each rank computes alone from e
 plexus_torch.launch with 2..4 processes). Prints one line per failed check and exits 1 if any failed.
     python3 -m plexus_torch.launch --nproc-per-node 3 test_ops.py"""
 import datetime
+import os
 import sys
 import warnings
 
@@ -39,7 +40,16 @@ def reference(op, tensors, dtype):
 
 def main():
     warnings.filterwarnings("ignore", category=UserWarning)  # torch's notes on private and deprecated calls
-    dist.init_process_group("plexus", timeout=datetime.timedelta(seconds=120))
+    # TEST_INIT_METHOD: env (the default), tcp or file:<path>; the launcher's variables name the peers either way.
+    how = os.environ.get("TEST_INIT_METHOD", "env")
+    kwargs = {}
+    if how == "tcp":
+        kwargs = dict(init_method="tcp://%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]),
+                      rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    elif how.startswith("file:"):
+        kwargs = dict(init_method="file://" + how[5:], rank=int(os.environ["RANK"]),
+                      world_size=int(os.environ["WORLD_SIZE"]))
+    dist.init_process_group("plexus", timeout=datetime.timedelta(seconds=120), **kwargs)
     rank, n = dist.get_rank(), dist.get_world_size()
     failures = []
     checks = 0

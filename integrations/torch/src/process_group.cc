@@ -1,5 +1,7 @@
 #include "process_group.h"
 
+#include <Python.h>
+
 #include <ATen/core/ivalue.h>
 
 #include <cstring>
@@ -119,7 +121,16 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (completer_.joinable()) completer_.join();
+  // The completion thread may need the GIL (a future's Python callbacks), and Python drops the last reference to the
+  // group with the GIL held: joining under it would wait for ever.
+  if (completer_.joinable()) {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      Py_BEGIN_ALLOW_THREADS completer_.join();
+      Py_END_ALLOW_THREADS
+    } else {
+      completer_.join();
+    }
+  }
   if (stream_) plexusStreamDestroy(stream_);
   if (comm_) ncclCommDestroy(comm_);
 }
