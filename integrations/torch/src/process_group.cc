@@ -457,11 +457,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(std::vector<at
   TORCH_CHECK(inputs.size() == 1, "plexus: reduce_scatter takes one input list per process (got ", inputs.size(), ")");
   checkAlike(inputs[0], out, (size_t)size_, "reduce_scatter");
   const ncclRedOp_t op = ncclOp(opts.reduceOp, out);
-  at::Tensor flat = adjacent(inputs[0]) ? at::Tensor() : at::cat(inputs[0]).view({-1});
+  // The list as one buffer: itself when its tensors lie end to end, else packed into the kept staging buffer.
+  at::Tensor flat;
+  if (!adjacent(inputs[0])) {
+    flat = scratch(out, (int64_t)size_ * out.numel());
+    for (int r = 0; r < size_; r++) flat.narrow(0, (int64_t)r * out.numel(), out.numel()).copy_(inputs[0][r].view({-1}));
+  }
   void* src = flat.defined() ? flat.data_ptr() : inputs[0][0].data_ptr();
   return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, [&] {
     return ncclReduceScatter(src, out.data_ptr(), out.numel(), ncclType(out), op, comm_, stream_);
-  }, [flat, keep = inputs[0]] {});
+  }, [this, flat, keep = inputs[0]] {
+    if (flat.defined()) release(flat);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
