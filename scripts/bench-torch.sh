@@ -43,7 +43,7 @@ echo
 echo "Binding overhead: AllReduce 1 MiB, 2 processes"
 timeout 300 "$py" -m plexus_torch.launch --nproc-per-node 2 --timeout 280 "$root/bench/torch_bench.py" --backend plexus \
   --ops allreduce --sizes 1048576 --seconds 1 | grep '^{' >"$tmp/torch1m"
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 for r in 0 1; do
   NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" all_reduce -b 1M -e 1M \
     -n 500 -w 10 -z 2 >"$tmp/perf.$r" 2>&1 &

@@ -42,7 +42,7 @@ command -v mpirun >/dev/null || die "mpirun not found"
 mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$nranks" ${MPIRUN_ARGS:-})
 if ! "$perf" -h | grep -q "MPI: enabled"; then
   # plexus-perf without MPI: its processes meet at rank 0's bootstrap address instead.
-  export NCCL_COMM_ID=${NCCL_COMM_ID:-127.0.0.1:$((20000 + RANDOM % 20000))}
+  export NCCL_COMM_ID=${NCCL_COMM_ID:-127.0.0.1:$((20000 + RANDOM % 12000))}
   mpirun+=(-x NCCL_COMM_ID)
 fi
 

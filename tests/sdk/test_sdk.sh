@@ -99,7 +99,7 @@ for proto in LL LL128 Simple; do
   over_unix "AllReduce/$proto" NCCL_PROTO=$proto "$prefix/bin/plexus-perf" all_reduce -t 3 -b 8 -e 1M -f 16 -n 2 -w 1 \
     -c 1 -d all -o all
 done
-port=$((20000 + RANDOM % 30000))
+port=$((20000 + RANDOM % 12000))
 pids=()
 for r in 0 1; do
   PLEXUS_CONFIG="$tmp/transport.json" NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 NCCL_DEBUG=INFO \

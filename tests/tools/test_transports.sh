@@ -11,7 +11,8 @@ fail() { echo "test_transports: $*" >&2; cat "$tmp"/log.* >&2 || true; exit 1; }
 
 # Runs 2 ranks of plexus-perf (AllReduce 1 KiB..1 MiB, checked) with the environment given; rank 0's log in log.0.
 run() {
-  local port=$((20000 + RANDOM % 30000)) rc=0
+  # Below the kernel's ephemeral ports (32768-60999): no connection of a test beside this one holds it.
+  local port=$((20000 + RANDOM % 12000)) rc=0
   for r in 0 1; do
     env "$@" NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P \
       timeout 120 "$perf" all_reduce -b 1K -e 1M -f 32 -n 2 -w 1 -c 1 >"$tmp/log.$r" 2>&1 &

@@ -14,11 +14,12 @@ taskset -c 1 true 2>/dev/null || { echo "SKIPPED: this process may not run on CP
 
 # Runs the 4 ranks; prints rank 0's lines of the ring ("ring of 'ring', channel 0: <order> (rank:place ...)") and
 # the tree ("tree of 'tree', channel 0 (rank:parent): ...").
-# A random port may be taken by a test running beside this one: a second try takes another.
+# A random port below the kernel's ephemeral ones (32768-60999) may still be taken by a test running beside this
+# one: a second try takes another.
 ring() {
   local try ok
   for try in 1 2; do
-    local port=$((20000 + RANDOM % 30000)) pids=()
+    local port=$((20000 + RANDOM % 12000)) pids=()
     for r in 0 1 2 3; do
       NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=4 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH \
         timeout 120 taskset -c $((r % 2)) "$perf" all_reduce -b 1K -e 1K -n 2 -w 1 -c 1 >"$tmp/log.$r" 2>&1 &

@@ -232,6 +232,7 @@ void waitBounded(Worker& worker, ucs_status_ptr_t request, const Socket& peer, c
       break;
     }
   }
+  if (ucp_request_check_status(request) != UCS_OK) worker.flushFailed();  // in error, or given up
   ucp_request_free(request);
 }
 

@@ -89,7 +89,7 @@ Worker::~Worker() {
   // timeout) leaves its endpoint half released: UCX 1.13 then asserts on its refcount in ucp_worker_destroy.
   if (!closing_.empty() || closeFailed_) {
     UCX_INFO(NCCL_NET, "%s: the worker on device %d is left to the process",
-             closeFailed_ ? "an endpoint close failed (its peer was gone)"
+             closeFailed_ ? "an endpoint close or flush failed (its peer was gone)"
                           : (std::to_string(closing_.size()) + " endpoint close(s) still in flight (a peer that "
                              "stopped answering)").c_str(), dev_);
     new std::shared_ptr<UcpContext>(context_);  // nor may its context go

@@ -38,6 +38,9 @@ class Worker {
   // An endpoint's close request still in flight: the worker is destroyed only once it completed (UCX 1.13
   // asserts in ucp_worker_destroy on an endpoint whose flush-mode close is pending).
   void closing(void* request);
+  // A flush that ended in an error or was given up (a peer's worker gone: endpoint timeout) leaves endpoints half
+  // released as a failed close does: the worker is then left to the process, not destroyed.
+  void flushFailed() { closeFailed_ = true; }
   uint32_t newConnId();  // names a connection in the high half of its tags: 1 .. 2^31-1, reused after 2^31-1
 
   // An endpoint created with errorHandler() reports its failure into *status (UCP may call from its
@@ -57,7 +60,7 @@ class Worker {
   std::vector<uint8_t> address_;
   std::mutex mutex_;
   std::vector<void*> closing_;
-  bool closeFailed_ = false;  // a close ended in an error (the peer's worker was gone: endpoint timeout)
+  bool closeFailed_ = false;  // a close or flush ended in an error (the peer's worker was gone: endpoint timeout)
   uint32_t lastConnId_ = 0;
   std::mutex watchMutex_;
   std::unordered_map<ucp_ep_h, std::atomic<int>*> watched_;
