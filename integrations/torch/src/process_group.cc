@@ -222,7 +222,6 @@ void ProcessGroupPlexus::release(const at::Tensor& t) {
 }
 
 void ProcessGroupPlexus::settle() {
-  std::lock_guard<std::mutex> settling(settleMu_);
   std::deque<Op> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -15,7 +15,6 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -96,8 +95,6 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   uint64_t getSequenceNumberForGroup() override { return seq_; }
 
   ncclComm_t comm() const { return comm_; }
-  // Completes every operation enqueued so far: runs the stream on this thread, then settles their futures in order.
-  void settle();
 
  private:
   // Work that runs once the operation is done, on the completion thread (copies out of a flat buffer).
@@ -106,6 +103,8 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> run(const char* what, c10d::OpType type, std::vector<at::Tensor> outputs,
                                      const std::function<ncclResult_t()>& enqueue, After after = nullptr);
   void complete();  // the completion thread
+  // Completes every operation enqueued so far: runs the stream on this thread, then settles their futures in order.
+  void settle();
   [[noreturn]] void fail(const char* what, ncclResult_t r) const;
 
   struct Op {
@@ -129,7 +128,6 @@ class ProcessGroupPlexus : public c10d::ProcessGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> pending_;
-  std::mutex settleMu_;  // one thread settles at a time
   std::mutex scratchMu_;
   at::Tensor scratch_;  // bytes
   bool scratchBusy_ = false;
