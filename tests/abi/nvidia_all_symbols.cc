@@ -1,5 +1,5 @@
-// Compiled against NVIDIA's nccl.h (CUDA toolkit): takes the address of every function that header
-// declares, and of its pncclX twin, so linking against libplexus fails if any is missing or the
+// Compiled against NVIDIA's nccl.h (the CUDA toolkit's 2.28, and 2.30.7 from ../shared/third-party): takes the
+// address of every function that header declares, and of its pncclX twin, so linking against libplexus fails if any is missing or the
 // symbol is not exported; running it checks that each resolves.
 #include <nccl.h>
 
@@ -95,6 +95,32 @@ static const Entry kEntries[] = {
     {"pncclScatter", (const void*)&pncclScatter},
     {"ncclSend", (const void*)&ncclSend},
     {"pncclSend", (const void*)&pncclSend},
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+#define PLEXUS_BOTH(f) {#f, (const void*)&f}, {"p" #f, (const void*)&p##f}
+    PLEXUS_BOTH(ncclCommGetUniqueId),
+    PLEXUS_BOTH(ncclCommGrow),
+    PLEXUS_BOTH(ncclCommSuspend),
+    PLEXUS_BOTH(ncclCommResume),
+    PLEXUS_BOTH(ncclCommMemStats),
+    PLEXUS_BOTH(ncclWinGetUserPtr),
+    PLEXUS_BOTH(ncclPutSignal),
+    PLEXUS_BOTH(ncclSignal),
+    PLEXUS_BOTH(ncclWaitSignal),
+    PLEXUS_BOTH(ncclParamBind),
+    PLEXUS_BOTH(ncclParamGetI8),
+    PLEXUS_BOTH(ncclParamGetI16),
+    PLEXUS_BOTH(ncclParamGetI32),
+    PLEXUS_BOTH(ncclParamGetI64),
+    PLEXUS_BOTH(ncclParamGetU8),
+    PLEXUS_BOTH(ncclParamGetU16),
+    PLEXUS_BOTH(ncclParamGetU32),
+    PLEXUS_BOTH(ncclParamGetU64),
+    PLEXUS_BOTH(ncclParamGetStr),
+    PLEXUS_BOTH(ncclParamGet),
+    PLEXUS_BOTH(ncclParamGetParameter),
+    PLEXUS_BOTH(ncclParamGetAllParameterKeys),
+    PLEXUS_BOTH(ncclParamDumpAll),
+#endif
 };
 
 int main() {

@@ -1,7 +1,8 @@
 // plexus-info: what this installation of Plexus would do. The version, the configuration file in
 // effect, every plugin file found and whether it loads (path, symbol, ABI version, or why not), the
 // topology and net devices of this host, and with --tuning the decision table (algorithm, protocol,
-// channels, chunk and why) for a job of any shape, from the same tuning code communicators run.
+// channels, chunk and why) for a job of any shape, from the same tuning code communicators run; with --params
+// every knob (misc/params.h) with its value and where that came from.
 #include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "config/config.h"
 #include "misc/debug.h"
 #include "misc/env.h"
+#include "misc/params.h"
 #include "planner/planner.h"
 #include "planner/tuning.h"
 #include "plugin/loader.h"
@@ -35,20 +37,23 @@ using namespace plexus;
 namespace {
 
 struct Options {
-  bool tuning = false, topology = false;
+  bool tuning = false, topology = false, params = false;
   int nRanks = 0, nNodes = 1, cores = 0;
   int ranksGiven = 0;  // --nranks as given (0: not)
 };
 
 [[noreturn]] void usage(int code) {
   fprintf(code ? stderr : stdout,
-          "usage: plexus-info [--tuning [--nranks N] [--nnodes M] [--cores C]] [--topology [--nranks N]]\n"
+          "usage: plexus-info [--tuning [--nranks N] [--nnodes M] [--cores C]] [--topology [--nranks N]] [--params]\n"
           "  (no option)   version, configuration, plugins found and loaded, topology, net devices\n"
           "  --topology    the machine as hwloc sees it (NCCL_TOPO_FILE / PLEXUS_TOPO_FILE: from that file): packages,\n"
           "                NUMA nodes, PCI switches, GPUs, NICs; then what each of N local ranks (default: one per\n"
           "                GPU, else 1) would use: its GPU, CPUs, and NICs nearest first with their path types\n"
           "  --tuning      the decision table for a job of N ranks (default: this host's cores) on M nodes\n"
-          "                (default 1), each node with C cores (default: this host's)\n");
+          "                (default 1), each node with C cores (default: this host's)\n"
+          "  --params      every knob Plexus and its plugins read (ncclParamBind's keys): value, where it came from\n"
+          "                (environment, config file, env plugin, default) and meaning; [all] marks the undocumented\n"
+          "                ones, which ncclParamGetAllParameterKeys lists only with NCCL_PARAM_DUMP_ALL=true\n");
   exit(code);
 }
 
@@ -69,6 +74,7 @@ Options parse(int argc, char** argv) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (!strcmp(a, "--tuning")) o.tuning = true;
     else if (!strcmp(a, "--topology")) o.topology = true;
+    else if (!strcmp(a, "--params")) o.params = true;
     else if (!strcmp(a, "--nranks")) o.nRanks = o.ranksGiven = parseCount(a, v, 1), i++;
     else if (!strcmp(a, "--nnodes")) o.nNodes = parseCount(a, v, 1), i++;
     else if (!strcmp(a, "--cores")) o.cores = parseCount(a, v, 1), i++;
@@ -249,6 +255,28 @@ void printHost() {
   printf("  interfaces: %s\n", describeInterfaces().c_str());
 }
 
+// Every knob of the registry, two lines each: key, value and where it came from; then type, default and meaning.
+int printParams() {
+  size_t documented = 0;
+  for (const ParamInfo& p : params()) documented += p.documented;
+  printf("\nParameters (%zu knobs, %zu documented; [all]: listed by ncclParamGetAllParameterKeys only with "
+         "NCCL_PARAM_DUMP_ALL=true; every key binds as NCCL_X and PLEXUS_X)\n",
+         params().size(), documented);
+  for (const ParamInfo& p : params()) {
+    std::string source;
+    const auto value = paramValue(p, &source);
+    const bool computed = p.computed && source == "default";
+    printf("  %-32s %-5s %s (%s)\n", p.key().c_str(), p.documented ? "" : "[all]",
+           value ? (computed ? "(computed when used)" : "\"" + *value + "\"").c_str() : "(unset)", source.c_str());
+    const std::string kind = std::string(p.type == ParamType::Int ? "integer" : "string") +
+                             (!*p.deflt ? "" : p.computed ? ", default computed (" + std::string(p.deflt) + ")"
+                                                          : ", default " + std::string(p.deflt));
+    printf("  %-38s %s: %s%s\n", "", kind.c_str(), p.description,
+           p.ncclAlias ? (std::string("; also PLEXUS_") + p.name).c_str() : "");
+  }
+  return 0;
+}
+
 // The machine's tree, and what each local rank would use: rank r takes the r-th GPU (CUDA_DEVICE_ORDER=PCI_BUS_ID),
 // or the process's CPUs where there is none; its NICs nearest first (the net transport's netDeviceOrder over the
 // topology's NICs), channel 0 on the one the transport would give it.
@@ -416,6 +444,7 @@ int main(int argc, char** argv) {
                                     : config->path.c_str());
   if (o.tuning) return printTuning(o, config);
   if (o.topology) return printTopology(o);
+  if (o.params) return printParams();
   printPlugins(*config);
   printHost();
   return 0;

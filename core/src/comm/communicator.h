@@ -31,6 +31,7 @@ struct HealthState;   // health/health.cc
 class DeviceRuntime;  // device/runtime.h
 struct DeviceState;   // device/dev_state.h
 class ProfilerApi;    // plugin/profiler.h
+struct RmaState;      // transport/rma.cc
 
 // An operator made by ncclRedOpCreatePreMulSum.
 struct UserRedOp {
@@ -46,6 +47,7 @@ struct CommOptions {
   std::string name;              // commName
   std::string netName;           // the net plugin wanted by name; empty: NCCL_NET, else any
   int trafficClass = -1;         // passed to the net plugin; -1: undefined
+  int numRmaCtx = 1;             // one-sided contexts (ncclPutSignal's ctx is below it)
 };
 
 // An algorithm plugin as one communicator uses it.
@@ -111,6 +113,15 @@ struct ncclComm {
   std::mutex userOpsMutex;
   std::vector<plexus::UserRedOp> userOps;
 
+  // One-sided operations' endpoint (transport/rma.h).
+  plexus::RmaState* rma = nullptr;
+  // ncclCommGetUniqueId's id for ncclCommGrow while it is unconsumed (one at a time, each used once).
+  std::mutex growMutex;
+  bool growIdPending = false;
+  ncclUniqueId growId{};
+  // ncclCommSuspend (comm/suspend.cc): its buffers' memory is released and new operations are refused until
+  // ncclCommResume.
+  std::atomic<bool> suspended{false};
   // ncclCommRevoke: new operations are refused; the communicator can still be split, shrunk, destroyed.
   std::atomic<bool> revoked{false};
   // ncclCommRegister / ncclCommWindowRegister records (comm/memory.cc), made on first use.

@@ -27,6 +27,7 @@
 #include <plexus/device/arch.h>
 #include "topo/hw_topo.h"
 #include "transport/p2p_host.h"
+#include "transport/rma.h"
 #include "transport/transport.h"
 
 ncclComm::ncclComm() = default;
@@ -200,17 +201,23 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
       plexusPeerInfo_v1_t info;
       CpuMask cpus;
       uint64_t place;
+      SocketAddress rma;  // the one-sided endpoint (transport/rma.h)
     };
     std::vector<Hello> hellos(comm->nRanks);
     const CpuMask mine = localCpuMask();
-    hellos[comm->rank] = Hello{localPeerInfo(comm->rank, comm->device, comm->backend), mine, placeOf(comm, mine)};
+    SocketAddress rma{};
+    NCCLCHECK(rmaInit(comm, &rma));
+    hellos[comm->rank] = Hello{localPeerInfo(comm->rank, comm->device, comm->backend), mine, placeOf(comm, mine), rma};
     NCCLCHECK(comm->bootstrap->allGather(hellos.data(), sizeof(Hello)));
     std::vector<CpuMask> cpus(comm->nRanks);
     comm->peerInfo.resize(comm->nRanks);
+    std::vector<SocketAddress> rmaAddrs(comm->nRanks);
     for (int r = 0; r < comm->nRanks; r++) {
       comm->peerInfo[r] = hellos[r].info;
       cpus[r] = hellos[r].cpus;
+      rmaAddrs[r] = hellos[r].rma;
     }
+    rmaSetPeers(comm, rmaAddrs.data());
     comm->topo = computeTopology(comm->peerInfo, cpus, comm->rank);
     comm->topo.rankPlace.resize(comm->nRanks);
     for (int r = 0; r < comm->nRanks; r++) comm->topo.rankPlace[r] = hellos[r].place;
@@ -381,6 +388,7 @@ void commFree(ncclComm* comm) {
     if (a.ctx) a.plugin->api->finalize(a.ctx);
   comm->algos.clear();
   profilerCommFinalize(comm);
+  rmaFree(comm);
   comm->bootstrap.reset();
 }
 
@@ -395,11 +403,22 @@ ncclResult_t parseCommConfig(const ncclConfig_t* config, const char* api, int* b
       return setError(nullptr, ncclInvalidArgument, "%s: config.blocking=%d must be 0 or 1", api, config->blocking);
     *blocking = config->blocking;
   }
-  auto has = [&](size_t offset, size_t size) { return config->size >= offset + size; };
-  if (has(offsetof(ncclConfig_t, netName), sizeof(char*)) && config->netName) options->netName = config->netName;
-  if (has(offsetof(ncclConfig_t, commName), sizeof(char*)) && config->commName) options->name = config->commName;
-  if (has(offsetof(ncclConfig_t, trafficClass), sizeof(int)) && config->trafficClass != NCCL_CONFIG_UNDEF_INT)
+  // A field is read when the program's config has it: its size covers the field and its version (the
+  // NCCL_VERSION_CODE of the header the program was built on) is one that has it, as NCCL decides.
+  auto has = [&](size_t offset, size_t size, unsigned since) {
+    return config->size >= offset + size && config->version >= since;
+  };
+  if (has(offsetof(ncclConfig_t, netName), sizeof(char*), 0) && config->netName) options->netName = config->netName;
+  if (has(offsetof(ncclConfig_t, commName), sizeof(char*), 22700) && config->commName)
+    options->name = config->commName;
+  if (has(offsetof(ncclConfig_t, trafficClass), sizeof(int), 22700) && config->trafficClass != NCCL_CONFIG_UNDEF_INT)
     options->trafficClass = config->trafficClass;
+  if (has(offsetof(ncclConfig_t, numRmaCtx), sizeof(int), 22900) && config->numRmaCtx != NCCL_CONFIG_UNDEF_INT) {
+    if (config->numRmaCtx < 1 || config->numRmaCtx > 64)
+      return setError(nullptr, ncclInvalidArgument, "%s: config.numRmaCtx=%d must be in [1, 64]", api,
+                      config->numRmaCtx);
+    options->numRmaCtx = config->numRmaCtx;
+  }
   return ncclSuccess;
 }
 

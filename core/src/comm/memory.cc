@@ -20,6 +20,7 @@
 #include "comm/communicator.h"
 #include "device/runtime.h"
 #include "misc/check.h"
+#include "transport/rma.h"
 
 // The opaque type behind ncclWindow_t: one registered window.
 struct ncclWindow_vidmem {
@@ -29,6 +30,8 @@ struct ncclWindow_vidmem {
   int flags;
   bool fromMemAlloc;  // the buffer lies in one ncclMemAlloc allocation: peers can map it
   plexus::MemAllocation alloc;
+  uint64_t index;  // registration order on this rank: ranks register a window in the same order, so one-sided
+                   // operations name a peer's window by the index of their own
 };
 
 namespace plexus {
@@ -68,6 +71,7 @@ struct CommRegistry {
   std::mutex mutex;
   std::vector<std::unique_ptr<Registration>> regs;
   std::vector<std::unique_ptr<ncclWindow_vidmem>> windows;
+  uint64_t windowsRegistered = 0;
 };
 
 namespace {
@@ -266,12 +270,14 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
                     "ncclCommWindowRegister: buff %p is not aligned to NCCL_WIN_REQUIRED_ALIGNMENT (%d bytes), "
                     "which NCCL_WIN_COLL_SYMMETRIC requires; allocate it with ncclMemAlloc", buff,
                     NCCL_WIN_REQUIRED_ALIGNMENT);
-  auto w = std::make_unique<ncclWindow_vidmem>(ncclWindow_vidmem{comm, buff, size, winFlags, false, {}});
+  auto w = std::make_unique<ncclWindow_vidmem>(ncclWindow_vidmem{comm, buff, size, winFlags, false, {}, 0});
   w->fromMemAlloc = memAllocationOf(buff, size, &w->alloc);
+  rmaStart(comm);  // peers may put into it from now on
   INFO(NCCL_REG, "ncclCommWindowRegister: comm %p rank %d buffer %p size %zu flags 0x%x%s", (void*)comm, comm->rank,
        buff, size, winFlags, w->fromMemAlloc ? " (ncclMemAlloc memory)" : "");
   CommRegistry* reg = registryOf(comm);
   std::lock_guard<std::mutex> lock(reg->mutex);
+  w->index = reg->windowsRegistered++;
   *win = w.get();
   reg->windows.push_back(std::move(w));
   return ncclSuccess;
@@ -292,3 +298,46 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   reg->windows.erase(it);
   return ncclSuccess;
 }
+
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  NCCLCHECK(checkComm(comm, "ncclWinGetUserPtr", false));
+  if (!outUserPtr) return setError(comm, ncclInvalidArgument, "ncclWinGetUserPtr: outUserPtr is NULL");
+  *outUserPtr = nullptr;
+  WindowView view;
+  if (!windowOf(comm, win, &view))
+    return setError(comm, ncclInvalidArgument,
+                    "ncclWinGetUserPtr: window %p is not registered with this communicator (registered elsewhere, "
+                    "or deregistered)", (void*)win);
+  *outUserPtr = view.buff;
+  return ncclSuccess;
+}
+
+namespace plexus {
+
+bool windowOf(ncclComm* comm, ncclWindow_t win, WindowView* out) {
+  if (!win) return false;
+  CommRegistry* reg = registryOf(comm);
+  std::lock_guard<std::mutex> lock(reg->mutex);
+  for (auto& w : reg->windows)
+    if (w.get() == win) {
+      *out = WindowView{w->buff, w->size, w->index};
+      return true;
+    }
+  return false;
+}
+
+bool withWindow(ncclComm* comm, uint64_t index, const std::function<void(const WindowView*)>& f) {
+  CommRegistry* reg = registryOf(comm);
+  std::lock_guard<std::mutex> lock(reg->mutex);
+  for (auto& w : reg->windows)
+    if (w->index == index) {
+      const WindowView view{w->buff, w->size, w->index};
+      f(&view);
+      return true;
+    }
+  f(nullptr);
+  return false;
+}
+
+}  // namespace plexus

@@ -5,6 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+
+#include <nccl.h>
 
 struct ncclComm;
 
@@ -26,5 +29,17 @@ bool memAllocationOf(const void* ptr, size_t size, MemAllocation* out);
 // True when [ptr, ptr + size) lies in ncclMemAlloc memory that is registered with comm
 // (ncclCommRegister or ncclCommWindowRegister): peers may then map it and write it directly.
 bool registeredShareable(ncclComm* comm, const void* ptr, size_t size, MemAllocation* out);
+
+// What one-sided operations need of a window.
+struct WindowView {
+  void* buff;
+  size_t size;
+  uint64_t index;  // its registration order on its rank
+};
+// win's view if comm holds it.
+bool windowOf(ncclComm* comm, ncclWindow_t win, WindowView* out);
+// Runs f with this rank's window of registration order index (nullptr if it holds none), the window kept
+// registered meanwhile; returns whether there was one.
+bool withWindow(ncclComm* comm, uint64_t index, const std::function<void(const WindowView*)>& f);
 
 }  // namespace plexus

@@ -1,4 +1,4 @@
-// Communicators made from others and their lifecycle beyond init: ncclCommSplit, ncclCommShrink,
+// Communicators made from others and their lifecycle beyond init: ncclCommSplit, ncclCommShrink, ncclCommGrow,
 // ncclCommRevoke, ncclCommInitRankScalable (several bootstrap roots), and ncclGroupSimulateEnd.
 //
 // A child communicator gets a bootstrap of its own: after an exchange over the parent's bootstrap that
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -34,6 +35,32 @@ namespace {
 // Parent bootstrap tags of the child's id (the transports use 0x10000 + channel and 0xfffe).
 constexpr int kTagSplitId = 0x7e5c0001;
 constexpr int kTagShrinkId = 0x7e5c0002;
+
+// ncclCommGetUniqueId's id is a bootstrap id with this trailer in its last bytes (which bootstrap ids leave zero):
+// the size of the communicator it grows, so that a joining rank checks its rank before it connects anywhere.
+struct GrowTrailer {
+  uint32_t tag;  // kGrowTag
+  int32_t oldRanks;
+  uint64_t check;  // a hash of the id's other bytes and oldRanks
+};
+constexpr uint32_t kGrowTag = 0x576f7247;  // 'GrOW'
+constexpr size_t kGrowAt = NCCL_UNIQUE_ID_BYTES - sizeof(GrowTrailer);
+
+uint64_t growCheck(const ncclUniqueId& id, int32_t oldRanks) {
+  return hashBytes(id.internal, kGrowAt, 0x67726f77u + (uint32_t)oldRanks);
+}
+
+// The bootstrap id inside a grow id, and the size it grows from; false if id is no grow id.
+bool growIdParse(const ncclUniqueId& id, ncclUniqueId* bootstrapId, int* oldRanks) {
+  GrowTrailer t;
+  memcpy(&t, id.internal + kGrowAt, sizeof t);
+  if (t.tag != kGrowTag || t.check != growCheck(id, t.oldRanks)) return false;
+  *bootstrapId = id;
+  memset(bootstrapId->internal + kGrowAt, 0, sizeof t);
+  if (!handleValid(*bootstrapId)) return false;
+  *oldRanks = t.oldRanks;
+  return true;
+}
 
 // What a child's leader sends each member: its id, or why there is none.
 struct ChildId {
@@ -110,6 +137,52 @@ ncclResult_t shrinkExchange(ncclComm* parent, const std::vector<int>& survivors,
   NCCLCHECK(shareChildId(parent, "ncclCommShrink", kTagShrinkId, survivors, membershipHash(survivors), id));
   INFO(NCCL_INIT, "ncclCommShrink: parent %p rank %d -> rank %d of %d", (void*)parent, parent->rank, *childRank,
        *childRanks);
+  return ncclSuccess;
+}
+
+// ncclCommGrow's exchange among the existing ranks: which of them holds the id (exactly one), and that all
+// agree on the new size; every rank sees the same offers, so all fail alike.
+ncclResult_t growExchange(ncclComm* parent, int nRanks, const ncclUniqueId* offered, int* childRank, int* childRanks,
+                          ncclUniqueId* id) {
+  debugSetThreadRank(parent->rank);
+  parent->launcher->waitIdle();  // operations in flight on the parent finish first, as for ncclCommSplit
+  struct Offer {
+    int32_t has, nRanks;
+    ncclUniqueId id;
+  };
+  std::vector<Offer> all(parent->nRanks);
+  all[parent->rank] = Offer{offered != nullptr, nRanks, offered ? *offered : ncclUniqueId{}};
+  NCCLCHECK(parent->bootstrap->allGather(all.data(), sizeof(Offer)));
+  int holder = -1;
+  for (int r = 0; r < parent->nRanks; r++) {
+    if (all[r].nRanks != nRanks)
+      return setError(parent, ncclInvalidUsage,
+                      "ncclCommGrow: rank %d grows to %d ranks, rank %d to %d: every rank must pass the same nRanks",
+                      r, all[r].nRanks, parent->rank, nRanks);
+    if (!all[r].has) continue;
+    if (holder >= 0)
+      return setError(parent, ncclInvalidUsage,
+                      "ncclCommGrow: ranks %d and %d both pass a unique id; only the rank that called "
+                      "ncclCommGetUniqueId passes it, the other existing ranks pass NULL", holder, r);
+    holder = r;
+  }
+  if (holder < 0)
+    return setError(parent, ncclInvalidUsage,
+                    "ncclCommGrow: no existing rank passed the unique id; the rank that called ncclCommGetUniqueId "
+                    "passes it (the new ranks get it too), the others pass NULL");
+  int oldRanks = 0;
+  if (!growIdParse(all[holder].id, id, &oldRanks) || oldRanks != parent->nRanks)
+    return setError(parent, ncclInvalidArgument,
+                    "ncclCommGrow: rank %d passed an id that ncclCommGetUniqueId of this communicator did not make",
+                    holder);
+  if (parent->rank == holder) {
+    std::lock_guard<std::mutex> lock(parent->growMutex);
+    parent->growIdPending = false;  // consumed
+  }
+  *childRank = parent->rank;
+  *childRanks = nRanks;
+  INFO(NCCL_INIT, "ncclCommGrow: parent %p rank %d: %d -> %d ranks", (void*)parent, parent->rank, parent->nRanks,
+       nRanks);
   return ncclSuccess;
 }
 
@@ -287,6 +360,85 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
   return makeChild(comm, blocking, options, newcomm, [comm, survivors](int* rank, int* nranks, ncclUniqueId* id) {
     comm->launcher->waitIdle();
     return shrinkExchange(comm, survivors, rank, nranks, id);
+  });
+}
+
+// An id for ncclCommGrow, with a bootstrap root of its own: one unconsumed at a time per communicator, consumed by
+// the grow that uses it.
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  NCCLCHECK(checkComm(comm, "ncclCommGetUniqueId"));
+  if (!uniqueId) return setError(comm, ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
+  if (comm->revoked) return setError(comm, ncclInvalidUsage, "ncclCommGetUniqueId: the communicator is revoked");
+  std::lock_guard<std::mutex> lock(comm->growMutex);
+  if (comm->growIdPending)
+    return setError(comm, ncclInvalidUsage,
+                    "ncclCommGetUniqueId: the id this communicator gave before is not consumed yet; grow with it "
+                    "(ncclCommGrow) before asking for another");
+  ncclUniqueId id;
+  NCCLCHECK(bootstrapCreateUniqueId(&id));
+  const GrowTrailer t{kGrowTag, comm->nRanks, growCheck(id, comm->nRanks)};
+  memcpy(id.internal + kGrowAt, &t, sizeof t);
+  comm->growId = id;
+  comm->growIdPending = true;
+  *uniqueId = id;
+  return ncclSuccess;
+}
+
+// Existing ranks keep their numbers (comm, rank -1; the id on the rank that made it, NULL elsewhere) and wait for the
+// parent's operations in flight, as ncclCommSplit does; new ranks (comm NULL) take ranks from the old size up. A NULL
+// config inherits the parent's on existing ranks. Every rank then runs an ordinary init of nRanks over the id's
+// root, so a joining rank that never comes fails everyone's grow after NCCL_BOOTSTRAP_TIMEOUT.
+NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+         ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config) {
+  if (newcomm) *newcomm = nullptr;
+  if (!comm) {  // a new rank
+    if (!newcomm) return refuse(setError(nullptr, ncclInvalidArgument, "ncclCommGrow: newcomm is NULL"));
+    if (!uniqueId)
+      return refuse(setError(nullptr, ncclInvalidArgument,
+                             "ncclCommGrow: a new rank (comm NULL) needs the id from ncclCommGetUniqueId"));
+    ncclUniqueId id;
+    int oldRanks = 0;
+    if (!growIdParse(*uniqueId, &id, &oldRanks))
+      return refuse(setError(nullptr, ncclInvalidArgument,
+                             "ncclCommGrow: the id was not made by ncclCommGetUniqueId (an id of ncclGetUniqueId, or "
+                             "changed on the way); pass the id an existing rank got from ncclCommGetUniqueId"));
+    if (nRanks <= oldRanks)
+      return refuse(setError(nullptr, ncclInvalidArgument,
+                             "ncclCommGrow: nRanks %d must exceed the communicator's %d ranks", nRanks, oldRanks));
+    if (rank < oldRanks || rank >= nRanks)
+      return refuse(setError(nullptr, ncclInvalidArgument,
+                             "ncclCommGrow: a new rank's rank %d must be in [%d, %d): ranks below %d are the existing "
+                             "ones", rank, oldRanks, nRanks, oldRanks));
+    return commInitRankIds(newcomm, nRanks, rank, &id, 1, config, "ncclCommGrow");
+  }
+  ncclResult_t r = checkComm(comm, "ncclCommGrow");
+  if (r != ncclSuccess) return refuse(r);
+  if (!newcomm) return refuse(setError(comm, ncclInvalidArgument, "ncclCommGrow: newcomm is NULL"));
+  if (rank != -1)
+    return refuse(setError(comm, ncclInvalidArgument,
+                           "ncclCommGrow: an existing rank passes rank -1 (it keeps rank %d), not %d", comm->rank,
+                           rank));
+  if (nRanks <= comm->nRanks)
+    return refuse(setError(comm, ncclInvalidArgument, "ncclCommGrow: nRanks %d must exceed the communicator's %d ranks",
+                           nRanks, comm->nRanks));
+  if (comm->revoked) return refuse(setError(comm, ncclInvalidUsage, "ncclCommGrow: the communicator is revoked"));
+  if (uniqueId) {
+    std::lock_guard<std::mutex> lock(comm->growMutex);
+    if (!comm->growIdPending || memcmp(uniqueId, &comm->growId, sizeof(ncclUniqueId)) != 0)
+      return refuse(setError(comm, ncclInvalidArgument,
+                             "ncclCommGrow: uniqueId is not the unconsumed id ncclCommGetUniqueId gave this rank; "
+                             "existing ranks other than the one that made the id pass NULL"));
+  }
+  int blocking;
+  CommOptions options;
+  r = childConfig(comm, config, "ncclCommGrow", &blocking, &options);
+  if (r != ncclSuccess) return refuse(r);
+  std::shared_ptr<const ncclUniqueId> offered = uniqueId ? std::make_shared<ncclUniqueId>(*uniqueId) : nullptr;
+  return makeChild(comm, blocking, options, newcomm, [comm, nRanks, offered](int* rank, int* nranks, ncclUniqueId* id) {
+    return growExchange(comm, nRanks, offered.get(), rank, nranks, id);
   });
 }
 

@@ -168,6 +168,12 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
                     "nccl%s: the communicator was revoked (ncclCommRevoke); it refuses new operations and can only be "
                     "split, shrunk (ncclCommShrink) or destroyed", funcName(task.func));
   }
+  if (comm->suspended.load()) [[unlikely]] {
+    groupRecordError(ncclInvalidUsage);
+    return setError(comm, ncclInvalidUsage,
+                    "nccl%s: the communicator is suspended (ncclCommSuspend); call ncclCommResume first",
+                    funcName(task.func));
+  }
   if (profilerMask() & kProfileGroupApiTree) [[unlikely]]
     return enqueueProfiled(comm, task);
   comm->tasks.push_back(task);

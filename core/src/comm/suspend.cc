@@ -1,0 +1,179 @@
+// ncclCommSuspend / ncclCommResume / ncclCommMemStats: a communicator between phases gives its connection buffers'
+// memory back to the system and keeps everything else (connections, mappings, counters), so resuming costs nothing
+// but the page faults of the next operations.
+//
+// The buffers are released by dropping their pages (MADV_REMOVE for shared memory, which frees them for every process
+// mapping them; MADV_DONTNEED for private memory): the mappings stay valid and read zeros, and a buffer's contents
+// only matter between a sender's write and the receiver's read, which suspend checks are done.
+#include <nccl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "misc/check.h"
+#include "planner/launch.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+using namespace plexus;
+
+#define NCCL_API(ret, func, ...)                                                                            \
+  extern "C" __attribute__((visibility("default"))) __attribute__((alias(#func))) ret p##func(__VA_ARGS__); \
+  extern "C" __attribute__((visibility("default"))) __attribute__((weak)) ret func(__VA_ARGS__)
+
+namespace {
+
+size_t pageSize() {
+  static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return page;
+}
+
+// One buffer this rank owns, as whole pages (the partial pages at its ends may hold other data).
+struct OwnedBuffer {
+  char* pages;
+  size_t bytes;
+  const Connection* connection;
+  const plexusConnInfo_v1_t* conn;
+};
+
+// Every connector's buffer that this rank owns: each receive connector's (peers write into it) and each
+// proxy-driven send connector's (the proxy's staging). A shared-memory send connector points into its receiver's
+// memory, which the receiver releases.
+template <class F>
+void forEachOwnedBuffer(ncclComm* comm, F f) {
+  for (const Connection& c : comm->channels.connections) {
+    if (c.isSend && !c.proxy) continue;
+    const plexusDevChannelPeer_v1_t& peer = comm->channels.peers[c.channel][c.peer];
+    const plexusDevConnector_v1_t& connector = c.isSend ? peer.send : peer.recv;
+    if (!connector.connected) continue;
+    const plexusConnInfo_v1_t& conn = connector.conn;
+    const size_t sizes[PLEXUS_NUM_PROTOCOLS] = {PLEXUS_LL_BUFF_BYTES, PLEXUS_LL128_BUFF_BYTES,
+                                                (size_t)conn.stepSize * PLEXUS_STEPS};
+    for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
+      if (!conn.buffs[p]) continue;
+      const uintptr_t lo = ((uintptr_t)conn.buffs[p] + pageSize() - 1) & ~(pageSize() - 1);
+      const uintptr_t hi = ((uintptr_t)conn.buffs[p] + sizes[p]) & ~(pageSize() - 1);
+      if (hi > lo) f(OwnedBuffer{(char*)lo, hi - lo, &c, &conn});
+    }
+  }
+}
+
+// Why a buffer's contents are still needed, or nullptr: a receive connector holds data its rank has not consumed;
+// a proxy-driven send connector holds data its proxy has not sent.
+const char* stillNeeded(const OwnedBuffer& b) {
+  const uint64_t step = b.conn->step;
+  if (!b.connection->isSend) return b.conn->tail && *b.conn->tail > step ? "holds data it sent that this rank has not received" : nullptr;
+  return b.conn->head && *b.conn->head < step ? "holds data this rank sent that is not on its way yet" : nullptr;
+}
+
+uint64_t suspendableBytes(ncclComm* comm) {
+  uint64_t bytes = 0;
+  forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) { bytes += b.bytes; });
+  return bytes;
+}
+
+// What the communicator keeps while suspended: its work FIFO, its channels' state and the parts of its connection
+// buffers that share pages with other data.
+uint64_t persistentBytes(ncclComm* comm) {
+  uint64_t bytes = comm->workFifo ? (uint64_t)comm->workFifo->capacity() * sizeof(plexusDevWork_v1_t) : 0;
+  bytes += comm->channels.dev.size() * sizeof(plexusDevChannel_v1_t);
+  for (const auto& peers : comm->channels.peers) bytes += peers.size() * sizeof(plexusDevChannelPeer_v1_t);
+  bytes += comm->channels.connections.size() * sizeof(Connection);
+  return bytes;
+}
+
+}  // namespace
+
+// Local to the rank, once its operations are done: the ranks it exchanges data with suspend at the same point of
+// the program (between phases), since a peer that keeps sending writes into the released buffers again.
+NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags);
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  NCCLCHECK(checkComm(comm, "ncclCommSuspend"));
+  if (flags & ~NCCL_SUSPEND_MEM)
+    return setError(comm, ncclInvalidArgument, "ncclCommSuspend: flags 0x%x: only NCCL_SUSPEND_MEM (0x1) is defined",
+                    flags);
+  if (comm->suspended.load())
+    return setError(comm, ncclInvalidUsage, "ncclCommSuspend: the communicator is already suspended");
+  if (comm->inGroup)
+    return setError(comm, ncclInvalidUsage,
+                    "ncclCommSuspend: operations of this communicator wait in an open group; end it first");
+  comm->launcher->waitIdle();
+  if (!(flags & NCCL_SUSPEND_MEM)) {
+    comm->suspended = true;
+    return ncclSuccess;
+  }
+  // A proxy may still be sending what the last operation handed it: give it the communicator's timeout (at least
+  // a second) to finish, then refuse rather than lose data.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::max<uint64_t>(
+                                                               1, comm->devComm.timeoutNs / 1000000000ull));
+  for (;;) {
+    const OwnedBuffer* busy = nullptr;
+    OwnedBuffer first{};
+    const char* why = nullptr;
+    forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
+      if (busy) return;
+      if ((why = stillNeeded(b))) {
+        first = b;
+        busy = &first;
+      }
+    });
+    if (!busy) break;
+    if (std::chrono::steady_clock::now() > deadline || !busy->connection->isSend)
+      return setError(comm, ncclInvalidUsage,
+                      "ncclCommSuspend: rank %d: the connection with rank %d on channel %d %s; suspend when the "
+                      "operations of both ranks are complete", comm->rank, busy->connection->peer,
+                      busy->connection->channel, why);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  comm->suspended = true;
+  uint64_t released = 0;
+  ncclResult_t result = ncclSuccess;
+  forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
+    if (madvise(b.pages, b.bytes, MADV_REMOVE) == 0 || madvise(b.pages, b.bytes, MADV_DONTNEED) == 0) {
+      released += b.bytes;
+    } else if (result == ncclSuccess) {
+      result = setError(comm, ncclSystemError, "ncclCommSuspend: rank %d: cannot release %zu bytes at %p: %s",
+                        comm->rank, b.bytes, (void*)b.pages, strerror(errno));
+    }
+  });
+  INFO(NCCL_INIT | NCCL_ALLOC, "ncclCommSuspend: comm %p rank %d released %llu bytes of connection buffers",
+       (void*)comm, comm->rank, (unsigned long long)released);
+  return result;
+}
+
+// The buffers' pages come back at once (not at the next operation's first touch), contents untouched: a peer that
+// resumed first may already have written into them.
+NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm);
+ncclResult_t ncclCommResume(ncclComm_t comm) {
+  NCCLCHECK(checkComm(comm, "ncclCommResume"));
+  if (!comm->suspended.load())
+    return setError(comm, ncclInvalidUsage, "ncclCommResume: the communicator is not suspended (ncclCommSuspend)");
+  forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) { (void)madvise(b.pages, b.bytes, MADV_POPULATE_WRITE); });
+  comm->suspended = false;
+  return ncclSuccess;
+}
+
+// NCCL's categories, for the memory this communicator allocated (host memory on the host backend).
+NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  NCCLCHECK(checkComm(comm, "ncclCommMemStats"));
+  if (!value) return setError(comm, ncclInvalidArgument, "ncclCommMemStats: value is NULL");
+  switch (stat) {
+    case ncclStatGpuMemSuspend: *value = suspendableBytes(comm); break;
+    case ncclStatGpuMemSuspended: *value = comm->suspended.load() ? 1 : 0; break;
+    case ncclStatGpuMemPersist: *value = persistentBytes(comm); break;
+    case ncclStatGpuMemTotal: *value = suspendableBytes(comm) + persistentBytes(comm); break;
+    default:
+      return setError(comm, ncclInvalidArgument,
+                      "ncclCommMemStats: stat %d is not an ncclCommMemStat_t (ncclStatGpuMemSuspend .. "
+                      "ncclStatGpuMemTotal)", (int)stat);
+  }
+  return ncclSuccess;
+}

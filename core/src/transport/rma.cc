@@ -1,0 +1,378 @@
+// One-sided operations on the host backend (transport/rma.h): ncclPutSignal, ncclSignal, ncclWaitSignal.
+#include "transport/rma.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/memory.h"
+#include "group/group.h"
+#include "misc/check.h"
+#include "misc/debug.h"
+#include "planner/planner.h"
+#include "stream/host_stream.h"
+
+#define NCCL_API(ret, func, ...)                                                                            \
+  extern "C" __attribute__((visibility("default"))) __attribute__((alias(#func))) ret p##func(__VA_ARGS__); \
+  extern "C" __attribute__((visibility("default"))) __attribute__((weak)) ret func(__VA_ARGS__)
+
+namespace plexus {
+
+namespace {
+
+constexpr uint32_t kRmaMagic = 0x524d4131;  // 'RMA1'
+constexpr int kMaxSigIdx = 1 << 16;
+
+// What an origin writes first on a connection.
+struct RmaHello {
+  uint64_t commHash;
+  int32_t rank;
+  uint32_t magic;
+};
+// Then, per operation, this and the put's bytes.
+struct RmaHeader {
+  uint32_t magic;
+  int32_t sigIdx;
+  int32_t ctx;
+  uint32_t pad;
+  uint64_t window;  // the target's window of this registration order, plus one; 0: a signal alone
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+using SignalKey = std::tuple<int, int, int>;  // peer, ctx, sigIdx
+
+struct OutPeer {
+  std::mutex mutex;  // one operation at a time on the connection, whichever stream it comes from
+  Socket sock;
+};
+
+}  // namespace
+
+struct RmaState {
+  Socket listen;
+  std::vector<SocketAddress> peers;
+  std::vector<std::unique_ptr<OutPeer>> out;
+  std::mutex startMutex;
+  std::thread service;
+  std::atomic<bool> stop{false};
+  uint32_t stopFlag = 0;  // the service's sockets watch it and the communicator's abort flag
+  std::mutex sigMutex;
+  std::condition_variable sigCv;
+  std::map<SignalKey, uint64_t> arrived, consumed;
+  std::string error;  // the first put the service had to drop, for the waits to report
+};
+
+namespace {
+
+// Seconds a one-sided transfer may block: the communicator's timeout, else the bootstrap's.
+double transferSeconds(ncclComm* comm) {
+  const uint64_t ns = comm->devComm.timeoutNs;
+  return ns ? (double)ns / 1e9 : (double)bootstrapTimeout();
+}
+
+struct InConn {
+  Socket sock;
+  int peer;
+};
+
+// Reads one operation from a peer and applies it: the data into the window, then the signal.
+ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
+  const AbortFlag abort(&comm->abortFlag, &st->stopFlag);
+  const Deadline deadline = Deadline::after(transferSeconds(comm));
+  const std::string who = "rank " + std::to_string(c.peer) + "'s one-sided operation";
+  RmaHeader h;
+  NCCLCHECK(c.sock.recvAll(&h, sizeof h, deadline, abort, who.c_str()));
+  if (h.magic != kRmaMagic)
+    return setError(comm, ncclRemoteError, "one-sided: rank %d sent garbage (magic 0x%x) on its connection to rank %d",
+                    c.peer, h.magic, comm->rank);
+  std::string dropped;
+  ncclResult_t r = ncclSuccess;
+  if (h.window) {
+    withWindow(comm, h.window - 1, [&](const WindowView* w) {
+      if (w && h.offset <= w->size && h.bytes <= w->size - h.offset) {
+        r = c.sock.recvAll((char*)w->buff + h.offset, h.bytes, deadline, abort, who.c_str());
+        return;
+      }
+      char buf[4096];
+      dropped = w ? "window " + std::to_string(h.window - 1) + " of rank " + std::to_string(comm->rank) + " has " +
+                        std::to_string(w->size) + " bytes"
+                  : "rank " + std::to_string(comm->rank) + " has no window " + std::to_string(h.window - 1) +
+                        " (windows are matched by registration order)";
+      for (uint64_t left = h.bytes; left && r == ncclSuccess; left -= std::min<uint64_t>(left, sizeof buf))
+        r = c.sock.recvAll(buf, std::min<uint64_t>(left, sizeof buf), deadline, abort, who.c_str());
+    });
+  }
+  NCCLCHECK(r);
+  {
+    std::lock_guard<std::mutex> lock(st->sigMutex);
+    if (!dropped.empty() && st->error.empty()) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "rank %d put %llu bytes at offset %llu, but %s; the data was dropped", c.peer,
+               (unsigned long long)h.bytes, (unsigned long long)h.offset, dropped.c_str());
+      st->error = msg;
+      WARN("one-sided: %s", msg);
+    }
+    st->arrived[SignalKey{c.peer, h.ctx, h.sigIdx}]++;
+  }
+  st->sigCv.notify_all();
+  return ncclSuccess;
+}
+
+void serviceLoop(ncclComm* comm, RmaState* st) {
+  debugSetThreadRank(comm->rank);
+  std::vector<InConn> conns;
+  while (!st->stop.load()) {
+    std::vector<pollfd> fds{{st->listen.fd(), POLLIN, 0}};
+    for (const InConn& c : conns) fds.push_back({c.sock.fd(), POLLIN, 0});
+    if (poll(fds.data(), fds.size(), 100) <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      Socket s;
+      bool accepted = false;
+      if (st->listen.tryAccept(&s, &accepted) == ncclSuccess && accepted) {
+        RmaHello hello{};
+        std::string why;
+        if (s.recvAll(&hello, sizeof hello, Deadline::after(5), AbortFlag(&st->stopFlag), "a hello", &why) ==
+                ncclSuccess &&
+            hello.magic == kRmaMagic && hello.commHash == comm->commHash && hello.rank >= 0 &&
+            hello.rank < comm->nRanks)
+          conns.push_back(InConn{std::move(s), hello.rank});
+        else
+          INFO(NCCL_NET, "one-sided: rank %d dropped a connection that is not a rank's of this communicator%s%s",
+               comm->rank, why.empty() ? "" : ": ", why.c_str());
+      }
+    }
+    for (size_t i = conns.size(); i-- > 0;) {
+      if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char byte;
+      if (recv(conns[i].sock.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {  // the origin closed between operations
+        conns.erase(conns.begin() + (long)i);
+        continue;
+      }
+      if (serveOne(comm, st, conns[i]) != ncclSuccess) {
+        if (!st->stop.load()) WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
+        conns.erase(conns.begin() + (long)i);
+      }
+    }
+  }
+}
+
+RmaState* stateOf(ncclComm* comm) { return comm->rma; }
+
+// Writes one operation to peer, connecting on first use.
+ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* data) {
+  RmaState* st = stateOf(comm);
+  OutPeer& p = *st->out[peer];
+  std::lock_guard<std::mutex> lock(p.mutex);
+  const AbortFlag abort(&comm->abortFlag);
+  const Deadline deadline = Deadline::after(transferSeconds(comm));
+  const std::string who = "rank " + std::to_string(peer) + "'s one-sided endpoint";
+  if (!p.sock.valid()) {
+    NCCLCHECK(p.sock.connect(st->peers[peer], deadline, abort, who.c_str()));
+    const RmaHello hello{comm->commHash, comm->rank, kRmaMagic};
+    NCCLCHECK(p.sock.sendAll(&hello, sizeof hello, deadline, abort, who.c_str()));
+  }
+  ncclResult_t r = p.sock.sendAll(&h, sizeof h, deadline, abort, who.c_str());
+  if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who.c_str());
+  if (r != ncclSuccess) p.sock.close();  // a partial operation leaves the stream unusable
+  return r;
+}
+
+ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>& descs) {
+  RmaState* st = stateOf(comm);
+  const uint64_t timeoutNs = comm->devComm.timeoutNs;
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(st->sigMutex);
+  for (;;) {
+    if (!st->error.empty())
+      return setError(comm, ncclRemoteError, "ncclWaitSignal: rank %d: %s", comm->rank, st->error.c_str());
+    const ncclWaitSignalDesc_t* short_ = nullptr;
+    for (const ncclWaitSignalDesc_t& d : descs) {
+      const SignalKey k{d.peer, d.ctx, d.sigIdx};
+      if (st->arrived[k] < st->consumed[k] + (uint64_t)d.opCnt) {
+        short_ = &d;
+        break;
+      }
+    }
+    if (!short_) break;
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE))
+      return setError(comm, ncclInvalidUsage, "ncclWaitSignal: rank %d: the communicator was aborted", comm->rank);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeoutNs && waited * 1e9 > (double)timeoutNs) {
+      const SignalKey k{short_->peer, short_->ctx, short_->sigIdx};
+      return setError(comm, ncclTimeout,
+                      "ncclWaitSignal: rank %d waited %.1f s for %d signal(s) from rank %d (sigIdx %d, ctx %d) and "
+                      "got %llu: the peer never put or signalled them, or died; check its ncclPutSignal/ncclSignal "
+                      "calls", comm->rank, waited, short_->opCnt, short_->peer, short_->sigIdx, short_->ctx,
+                      (unsigned long long)(st->arrived[k] - st->consumed[k]));
+    }
+    st->sigCv.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  for (const ncclWaitSignalDesc_t& d : descs) st->consumed[SignalKey{d.peer, d.ctx, d.sigIdx}] += (uint64_t)d.opCnt;
+  return ncclSuccess;
+}
+
+// Checks shared by the three calls; *stream gets the host stream.
+ncclResult_t checkOneSided(ncclComm* comm, const char* api, cudaStream_t stream, HostStream** out) {
+  NCCLCHECK(checkComm(comm, api));
+  if (comm->backend != plexusBackendHost)
+    return setError(comm, ncclInvalidUsage, "%s: one-sided operations run on the host backend only so far", api);
+  if (comm->revoked.load() || comm->suspended.load())
+    return setError(comm, ncclInvalidUsage, "%s: the communicator is %s", api,
+                    comm->revoked.load() ? "revoked" : "suspended (ncclCommResume first)");
+  const ncclResult_t async = comm->asyncError.load();
+  if (async != ncclSuccess)
+    return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
+                    ncclGetErrorString(async), lastError(comm));
+  *out = hostStreamOf(stream, comm->device);
+  if (!*out)
+    return setError(comm, ncclInvalidArgument,
+                    "%s: stream %p is not a Plexus host stream; create streams with plexusStreamCreate (or pass NULL "
+                    "for the default stream)", api, (void*)stream);
+  rmaStart(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t checkSignal(ncclComm* comm, const char* api, int peer, int sigIdx, int ctx) {
+  if (peer < 0 || peer >= comm->nRanks)
+    return setError(comm, ncclInvalidArgument, "%s: peer %d is out of range [0, %d)", api, peer, comm->nRanks);
+  if (sigIdx < 0 || sigIdx >= kMaxSigIdx)
+    return setError(comm, ncclInvalidArgument, "%s: sigIdx %d is out of range [0, %d)", api, sigIdx, kMaxSigIdx);
+  if (ctx < 0 || ctx >= comm->options.numRmaCtx)
+    return setError(comm, ncclInvalidArgument,
+                    "%s: ctx %d is out of range [0, %d) (the communicator's config.numRmaCtx)", api, ctx,
+                    comm->options.numRmaCtx);
+  return ncclSuccess;
+}
+
+// On the stream at once, or at ncclGroupEnd inside a group.
+ncclResult_t submit(HostStream* stream, std::function<ncclResult_t()> op) {
+  if (groupDepth() > 0) {
+    groupAddJob([stream, op = std::move(op)] {
+      stream->enqueue(op);
+      return ncclSuccess;
+    });
+    return ncclSuccess;
+  }
+  stream->enqueue(std::move(op));
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t rmaInit(ncclComm* comm, SocketAddress* addr) {
+  auto* st = new RmaState();
+  comm->rma = st;
+  std::string ifName;
+  NCCLCHECK(findInterface(addr, &ifName));
+  NCCLCHECK(st->listen.listen(*addr));
+  *addr = st->listen.addr();
+  return ncclSuccess;
+}
+
+void rmaSetPeers(ncclComm* comm, const SocketAddress* addrs) {
+  RmaState* st = stateOf(comm);
+  st->peers.assign(addrs, addrs + comm->nRanks);
+  st->out.clear();
+  for (int r = 0; r < comm->nRanks; r++) st->out.push_back(std::make_unique<OutPeer>());
+}
+
+void rmaStart(ncclComm* comm) {
+  RmaState* st = stateOf(comm);
+  if (!st) return;
+  std::lock_guard<std::mutex> lock(st->startMutex);
+  if (!st->service.joinable()) st->service = std::thread(serviceLoop, comm, st);
+}
+
+void rmaFree(ncclComm* comm) {
+  RmaState* st = stateOf(comm);
+  if (!st) return;
+  st->stop = true;
+  __atomic_store_n(&st->stopFlag, 1, __ATOMIC_RELEASE);
+  if (st->service.joinable()) st->service.join();
+  delete st;
+  comm->rma = nullptr;
+}
+
+}  // namespace plexus
+
+using namespace plexus;
+
+// Writes count elements of localbuff into peer's window (the one registered in the same order as peerWin here) at
+// peerWinOffset bytes, then raises peer's signal (sigIdx, ctx) from this rank. Stream-ordered; complete (localbuff
+// reusable) once handed to the connection.
+NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                           ncclComm_t comm, cudaStream_t stream) {
+  const char* api = "ncclPutSignal";
+  HostStream* hs = nullptr;
+  NCCLCHECK(checkOneSided(comm, api, stream, &hs));
+  NCCLCHECK(checkSignal(comm, api, peer, sigIdx, ctx));
+  if (flags != 0) return setError(comm, ncclInvalidArgument, "%s: flags 0x%x: none are defined; pass 0", api, flags);
+  if ((int)datatype < 0 || (int)datatype >= ncclNumTypes)
+    return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, (int)datatype,
+                    ncclNumTypes - 1);
+  const size_t elem = typeSize(datatype);
+  if (count > SIZE_MAX / elem)
+    return setError(comm, ncclInvalidArgument, "%s: count %zu overflows the address space", api, count);
+  const size_t bytes = count * elem;
+  if (bytes && !localbuff) return setError(comm, ncclInvalidArgument, "%s: localbuff is NULL", api);
+  WindowView win;
+  if (!windowOf(comm, peerWin, &win))
+    return setError(comm, ncclInvalidArgument,
+                    "%s: peerWin %p is not a window of this communicator (ncclCommWindowRegister on every rank, in "
+                    "the same order)", api, (void*)peerWin);
+  // Windows of one registration are alike on every rank (NCCL's windows are collective): a put beyond this rank's
+  // window is beyond the peer's too. The peer checks again against its own.
+  if (peerWinOffset > win.size || bytes > win.size - peerWinOffset)
+    return setError(comm, ncclInvalidArgument, "%s: %zu bytes at offset %zu do not fit the %zu-byte window", api,
+                    bytes, peerWinOffset, win.size);
+  const RmaHeader h{kRmaMagic, sigIdx, ctx, 0, win.index + 1, peerWinOffset, bytes};
+  return submit(hs, [comm, peer, h, localbuff] { return rmaSend(comm, peer, h, localbuff); });
+}
+
+NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+  const char* api = "ncclSignal";
+  HostStream* hs = nullptr;
+  NCCLCHECK(checkOneSided(comm, api, stream, &hs));
+  NCCLCHECK(checkSignal(comm, api, peer, sigIdx, ctx));
+  if (flags != 0) return setError(comm, ncclInvalidArgument, "%s: flags 0x%x: none are defined; pass 0", api, flags);
+  const RmaHeader h{kRmaMagic, sigIdx, ctx, 0, 0, 0, 0};
+  return submit(hs, [comm, peer, h] { return rmaSend(comm, peer, h, nullptr); });
+}
+
+// Waits, on the stream, until each descriptor's peer has raised its signal opCnt more times than earlier waits
+// consumed; then consumes them. Fails after the communicator's timeout (plexusCommSetTimeout / NCCL_TIMEOUT).
+NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream) {
+  const char* api = "ncclWaitSignal";
+  HostStream* hs = nullptr;
+  NCCLCHECK(checkOneSided(comm, api, stream, &hs));
+  if (nDesc < 0) return setError(comm, ncclInvalidArgument, "%s: nDesc %d is negative", api, nDesc);
+  if (nDesc > 0 && !signalDescs) return setError(comm, ncclInvalidArgument, "%s: signalDescs is NULL", api);
+  std::vector<ncclWaitSignalDesc_t> descs(signalDescs, signalDescs + nDesc);
+  for (int i = 0; i < nDesc; i++) {
+    NCCLCHECK(checkSignal(comm, api, descs[i].peer, descs[i].sigIdx, descs[i].ctx));
+    if (descs[i].opCnt < 0)
+      return setError(comm, ncclInvalidArgument, "%s: signalDescs[%d].opCnt %d is negative", api, i, descs[i].opCnt);
+  }
+  return submit(hs, [comm, descs = std::move(descs)] { return waitSignals(comm, descs); });
+}
