@@ -20,11 +20,19 @@ typedef struct CUstream_st* cudaStream_t;
 #endif
 
 #define NCCL_MAJOR 2
+#define NCCL_SUFFIX "plexus"
+#ifndef PLEXUS_NCCL_VERSION_2_28
 #define NCCL_MINOR 30
 #define NCCL_PATCH 7
-#define NCCL_SUFFIX "plexus"
-
 #define NCCL_VERSION_CODE 23007
+#else
+/* For programs that pick NCCL's device API by this version (nccl-tests) and compile against the CUDA toolkit's
+ * nccl_device.h, which is NCCL 2.28's: 2.28.9's version. The 2.30 calls stay declared; a config made under it is
+ * read as 2.28's, by its version field. */
+#define NCCL_MINOR 28
+#define NCCL_PATCH 9
+#define NCCL_VERSION_CODE 22809
+#endif
 #define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 #ifdef __cplusplus

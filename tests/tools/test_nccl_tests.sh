@@ -75,6 +75,13 @@ for f in "$cuda_home"/lib64/libcudart.so* "$cuda_home"/lib64/libcudart_static.a;
 done
 [[ -e $cudalib/libcudart.so ]] || fail "no libcudart.so in $cuda_home/lib64"
 
+# nccl-tests picks NCCL's device API by NCCL_VERSION_CODE: from 2.29 on it needs 2.29's nccl_device.h, but the one
+# it finds is the CUDA toolkit's (NCCL 2.28's; Plexus ships none). PLEXUS_NCCL_VERSION_2_28 makes Plexus's nccl.h
+# say 2.28.9 to match (its Makefile's NVCC_GENCODE is the one variable that reaches nvcc's flags from outside).
+device_api=
+if ! grep -qs "ncclCommQueryProperties" -r "$cuda_home/include/nccl_device.h" "$cuda_home/include/nccl_device"; then
+  device_api=-DPLEXUS_NCCL_VERSION_2_28
+fi
 targets=()
 if [[ -n $only ]]; then
   for b in $only; do targets+=("$bindir/${b%_perf}_perf"); done
@@ -83,7 +90,7 @@ start=$(date +%s)
 echo "test_nccl_tests: building $( ((${#targets[@]})) && echo "${only}" || echo "every binary") of $tests_dir with -j$jobs"
 unbuilt=
 if ! make -C "$tests_dir/src" BUILDDIR="$bindir" NCCL_HOME="$prefix" CUDA_HOME="$cuda_home" CUDA_LIB="$cudalib" \
-     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" MPI=0 -j"$jobs" $( ((keep_going)) && echo -k) \
+     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90 $device_api" MPI=0 -j"$jobs" $( ((keep_going)) && echo -k) \
      "${targets[@]}" >"$work/make.log" 2>&1; then
   tail -n 60 "$work/make.log"
   ((keep_going)) || fail "building nccl-tests against $prefix failed (log: $work/make.log)"

@@ -104,6 +104,10 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   if (comm->inGroup)
     return setError(comm, ncclInvalidUsage,
                     "ncclCommSuspend: operations of this communicator wait in an open group; end it first");
+  if ((flags & NCCL_SUSPEND_MEM) && comm->backend != plexusBackendHost)
+    return setError(comm, ncclInvalidUsage,
+                    "ncclCommSuspend: NCCL_SUSPEND_MEM releases memory on the host backend only so far; this "
+                    "communicator's buffers are GPU memory (suspend without it, or keep the communicator)");
   comm->launcher->waitIdle();
   if (!(flags & NCCL_SUSPEND_MEM)) {
     comm->suspended = true;
