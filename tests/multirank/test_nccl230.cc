@@ -74,7 +74,19 @@ long growScenario(int rank, int nranks, ncclComm_t world, cudaStream_t stream) {
   ncclComm_t two = nullptr, three = nullptr, four = nullptr;
   CHECK_NCCL(ncclCommSplit(world, rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &two, nullptr));
   if (rank < 2) bad += collectivesCheck(two, stream, rank, 2);
+  // An AllReduce of the old communicator still in flight on a stream of its own: the grow waits for it.
+  cudaStream_t side = nullptr;
+  std::vector<float> inFlight(1 << 20, (float)(rank + 1));
+  if (rank < 2) {
+    CHECK_NCCL(plexusStreamCreate(&side));
+    CHECK_NCCL(ncclAllReduce(inFlight.data(), inFlight.data(), inFlight.size(), ncclFloat, ncclSum, two, side));
+  }
   bad += growStep(world, stream, rank, two, 2, 3, &three);
+  if (rank < 2) {
+    CHECK_NCCL(plexusStreamSynchronize(side));
+    CHECK_NCCL(plexusStreamDestroy(side));
+    for (size_t i = 0; i < inFlight.size(); i += 4099) bad += inFlight[i] != 3.0f;
+  }
   if (rank < 3) {
     bad += shapeIs(three, rank, 3);
     bad += collectivesCheck(three, stream, rank, 3);
@@ -272,7 +284,9 @@ namespace {
 // Ping-pong: rank 0 puts a block into rank 1's window and signals; rank 1 checks it and puts it back, changed.
 // Then a ring: every rank puts `rounds` blocks into its next rank's window, each at its own offset, and waits once
 // for all of them; the last one's contents show that data came before each signal.
-long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+// ranksPerNode: how the ranks sit (0: all on one node), for where the bytes must have gone: straight into the
+// window where the peer shares the node (ncclMemAlloc windows) or the process (any window), else through its service.
+long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int ranksPerNode, bool threads) {
   long bad = 0;
   const size_t block = 1 << 16, rounds = 8;  // ints
   void* mem = nullptr;
@@ -342,6 +356,18 @@ long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   CHECK_NCCL(plexusStreamSynchronize(stream));
   for (size_t r = 0; r < rounds; r++)
     for (size_t i = 0; i < block; i += 61) bad += win[r * block + i] != (int)(prev * 100000 + r * 1000 + i % 1000);
+  // Where the bytes went.
+  uint64_t direct = 0, service = 0;
+  CHECK_NCCL(plexusCommGetRmaStats(comm, &direct, &service));
+  const uint64_t ping = rank < 2 && nranks >= 2 ? 50 * block * sizeof(int) : 0, ring = rounds * block * sizeof(int);
+  const bool nextHere = ranksPerNode == 0 || next / ranksPerNode == rank / ranksPerNode;
+  const uint64_t wantDirect = ping + (nextHere ? ring : 0) + (threads ? sizeof(int) : 0);
+  if (direct + service != ping + ring + sizeof(int) || direct != wantDirect) {
+    fprintf(stderr, "rank %d: %llu bytes put directly, %llu through the service; expected %llu directly of %llu\n",
+            rank, (unsigned long long)direct, (unsigned long long)service, (unsigned long long)wantDirect,
+            (unsigned long long)(ping + ring + sizeof(int)));
+    bad++;
+  }
 
   // Bad arguments: NCCL's codes, a message each.
   bad += ncclPutSignal(src.data(), 1, ncclInt32, nranks, w, 0, 0, 0, 0, comm, stream) != ncclInvalidArgument;
@@ -369,18 +395,26 @@ long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   return bad;
 }
 
-harness::Scenario processOneSided("nccl230-one-sided", oneSided);
+harness::Scenario processOneSided("nccl230-one-sided", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  return oneSided(rank, nranks, comm, stream, 0, false);
+});
+harness::Scenario processOneSided2("nccl230-one-sided-2", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  return oneSided(rank, nranks, comm, stream, 2, false);
+});
+long oneSidedThreads(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  return oneSided(rank, nranks, comm, stream, 0, true);
+}
 
 }  // namespace
 
 TEST_CASE("ncclPutSignal / ncclSignal / ncclWaitSignal: ping-pong and a ring of puts, threads") {
-  CHECK(harness::runThreads(2, oneSided) == 0);
-  CHECK(harness::runThreads(3, oneSided) == 0);
+  CHECK(harness::runThreads(2, oneSidedThreads) == 0);
+  CHECK(harness::runThreads(3, oneSidedThreads) == 0);
 }
 
 TEST_CASE("ncclPutSignal / ncclSignal / ncclWaitSignal: processes, on one node and across two") {
   CHECK(harness::runProcesses("nccl230-one-sided", 3) == 0);
-  CHECK(harness::runProcesses("nccl230-one-sided", 4, 120, 2) == 0);
+  CHECK(harness::runProcesses("nccl230-one-sided-2", 4, 120, 2) == 0);
 }
 
 TEST_CASE("ncclWaitSignal: a signal that never comes times out with the communicator's timeout") {

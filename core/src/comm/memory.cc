@@ -321,7 +321,7 @@ bool windowOf(ncclComm* comm, ncclWindow_t win, WindowView* out) {
   std::lock_guard<std::mutex> lock(reg->mutex);
   for (auto& w : reg->windows)
     if (w.get() == win) {
-      *out = WindowView{w->buff, w->size, w->index};
+      *out = WindowView{w->buff, w->size, w->index, w->fromMemAlloc, w->alloc};
       return true;
     }
   return false;
@@ -332,7 +332,7 @@ bool withWindow(ncclComm* comm, uint64_t index, const std::function<void(const W
   std::lock_guard<std::mutex> lock(reg->mutex);
   for (auto& w : reg->windows)
     if (w->index == index) {
-      const WindowView view{w->buff, w->size, w->index};
+      const WindowView view{w->buff, w->size, w->index, w->fromMemAlloc, w->alloc};
       f(&view);
       return true;
     }

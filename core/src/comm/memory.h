@@ -34,7 +34,9 @@ bool registeredShareable(ncclComm* comm, const void* ptr, size_t size, MemAlloca
 struct WindowView {
   void* buff;
   size_t size;
-  uint64_t index;  // its registration order on its rank
+  uint64_t index;       // its registration order on its rank
+  bool fromMemAlloc;    // the buffer lies in ncclMemAlloc memory (alloc), which processes of the node can map
+  MemAllocation alloc;
 };
 // win's view if comm holds it.
 bool windowOf(ncclComm* comm, ncclWindow_t win, WindowView* out);

@@ -1,8 +1,12 @@
 // One-sided operations on the host backend (transport/rma.h): ncclPutSignal, ncclSignal, ncclWaitSignal.
 #include "transport/rma.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -41,22 +45,50 @@ struct RmaHello {
   int32_t rank;
   uint32_t magic;
 };
-// Then, per operation, this and the put's bytes.
+// Then, per operation, this (and a put's bytes, for kPut).
+enum RmaKind : uint32_t {
+  kPut = 0,     // the bytes follow (none: a signal alone), then the signal counts
+  kMap = 1,     // where the window lies, for a direct write: the target answers with an RmaMapReply
+  kDirect = 2,  // the origin has written the bytes into the window itself: the signal counts
+};
 struct RmaHeader {
   uint32_t magic;
   int32_t sigIdx;
   int32_t ctx;
-  uint32_t pad;
+  uint32_t kind;
   uint64_t window;  // the target's window of this registration order, plus one; 0: a signal alone
   uint64_t offset;
   uint64_t bytes;
 };
+struct RmaMapReply {
+  int32_t found;      // 0: no such window; 1: yes
+  int32_t pid;        // the target's process
+  int32_t fd;         // its ncclMemAlloc memfd, or -1 where the window is other memory
+  uint32_t pad;
+  uint64_t allocOffset;  // the window's offset in that allocation
+  uint64_t allocBytes;   // the allocation's mapped bytes
+  uint64_t windowBytes;
+  uint64_t addr;  // the window's address in the target's process
+};
 
 using SignalKey = std::tuple<int, int, int>;  // peer, ctx, sigIdx
+
+// Where an origin writes a peer's window itself; base nullptr: through the peer's service.
+struct DirectWindow {
+  char* base = nullptr;
+  size_t bytes = 0;
+  void* mapped = nullptr;  // our mapping of the peer's memfd, if we made one
+  size_t mappedBytes = 0;
+};
 
 struct OutPeer {
   std::mutex mutex;  // one operation at a time on the connection, whichever stream it comes from
   Socket sock;
+  std::map<uint64_t, DirectWindow> direct;  // by the window's registration order
+  ~OutPeer() {
+    for (auto& [index, d] : direct)
+      if (d.mapped) munmap(d.mapped, d.mappedBytes);
+  }
 };
 
 }  // namespace
@@ -73,6 +105,7 @@ struct RmaState {
   std::condition_variable sigCv;
   std::map<SignalKey, uint64_t> arrived, consumed;
   std::string error;  // the first put the service had to drop, for the waits to report
+  std::atomic<uint64_t> directBytes{0}, serviceBytes{0};
 };
 
 namespace {
@@ -98,9 +131,26 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
   if (h.magic != kRmaMagic)
     return setError(comm, ncclRemoteError, "one-sided: rank %d sent garbage (magic 0x%x) on its connection to rank %d",
                     c.peer, h.magic, comm->rank);
+  if (h.kind == kMap) {
+    RmaMapReply reply{};
+    reply.fd = -1;
+    withWindow(comm, h.window - 1, [&](const WindowView* w) {
+      if (!w) return;
+      reply.found = 1;
+      reply.pid = (int32_t)getpid();
+      reply.windowBytes = w->size;
+      reply.addr = (uint64_t)(uintptr_t)w->buff;
+      if (w->fromMemAlloc) {
+        reply.fd = w->alloc.fd;
+        reply.allocOffset = (uint64_t)((char*)w->buff - (char*)w->alloc.base);
+        reply.allocBytes = w->alloc.mapped;
+      }
+    });
+    return c.sock.sendAll(&reply, sizeof reply, deadline, abort, who.c_str());
+  }
   std::string dropped;
   ncclResult_t r = ncclSuccess;
-  if (h.window) {
+  if (h.window && h.kind == kPut) {
     withWindow(comm, h.window - 1, [&](const WindowView* w) {
       if (w && h.offset <= w->size && h.bytes <= w->size - h.offset) {
         r = c.sock.recvAll((char*)w->buff + h.offset, h.bytes, deadline, abort, who.c_str());
@@ -171,6 +221,50 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
 
 RmaState* stateOf(ncclComm* comm) { return comm->rma; }
 
+// How this rank writes peer's window `index` (asked once, then kept): straight into it where the peer shares this
+// process, or has the window in ncclMemAlloc memory on this node (its memfd mapped through /proc/<pid>/fd); else
+// through its service. Called with the peer's connection up and its mutex held.
+ncclResult_t directWindow(ncclComm* comm, int peer, OutPeer& p, uint64_t index, const Deadline& deadline,
+                          AbortFlag abort, const char* who, DirectWindow** out) {
+  auto it = p.direct.find(index);
+  if (it != p.direct.end()) {
+    *out = &it->second;
+    return ncclSuccess;
+  }
+  DirectWindow& d = p.direct[index];
+  *out = &d;
+  const plexusPeerInfo_v1_t &me = comm->peerInfo[comm->rank], &them = comm->peerInfo[peer];
+  if (me.hostHash != them.hostHash || me.shmDev != them.shmDev) return ncclSuccess;  // another node
+  const RmaHeader ask{kRmaMagic, -1, 0, kMap, index + 1, 0, 0};
+  RmaMapReply reply{};
+  NCCLCHECK(p.sock.sendAll(&ask, sizeof ask, deadline, abort, who));
+  NCCLCHECK(p.sock.recvAll(&reply, sizeof reply, deadline, abort, who));
+  if (!reply.found) return ncclSuccess;  // the put goes to the service, which reports the missing window
+  if (me.pidHash == them.pidHash) {
+    d.base = (char*)(uintptr_t)reply.addr;
+    d.bytes = reply.windowBytes;
+    return ncclSuccess;
+  }
+  if (reply.fd < 0) return ncclSuccess;  // not ncclMemAlloc memory: only the peer's process can reach it
+  const std::string path = "/proc/" + std::to_string(reply.pid) + "/fd/" + std::to_string(reply.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  void* m = fd < 0 ? MAP_FAILED : mmap(nullptr, reply.allocBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  if (m == MAP_FAILED) {
+    INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's window %llu (%s: %s); its puts go through rank %d's "
+         "service", comm->rank, peer, (unsigned long long)index, path.c_str(), strerror(err), peer);
+    return ncclSuccess;
+  }
+  d.mapped = m;
+  d.mappedBytes = reply.allocBytes;
+  d.base = (char*)m + reply.allocOffset;
+  d.bytes = reply.windowBytes;
+  INFO(NCCL_NET, "one-sided: rank %d writes rank %d's window %llu directly (%s, %llu bytes)", comm->rank, peer,
+       (unsigned long long)index, path.c_str(), (unsigned long long)reply.windowBytes);
+  return ncclSuccess;
+}
+
 // Writes one operation to peer, connecting on first use.
 ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* data) {
   RmaState* st = stateOf(comm);
@@ -184,8 +278,26 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
     const RmaHello hello{comm->commHash, comm->rank, kRmaMagic};
     NCCLCHECK(p.sock.sendAll(&hello, sizeof hello, deadline, abort, who.c_str()));
   }
-  ncclResult_t r = p.sock.sendAll(&h, sizeof h, deadline, abort, who.c_str());
-  if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who.c_str());
+  ncclResult_t r = ncclSuccess;
+  DirectWindow* direct = nullptr;
+  if (h.window) r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who.c_str(), &direct);
+  if (r == ncclSuccess && direct && direct->base) {
+    if (h.offset > direct->bytes || h.bytes > direct->bytes - h.offset)
+      return setError(comm, ncclInvalidArgument,
+                      "ncclPutSignal: %llu bytes at offset %llu do not fit rank %d's window %llu of %zu bytes",
+                      (unsigned long long)h.bytes, (unsigned long long)h.offset, peer,
+                      (unsigned long long)(h.window - 1), direct->bytes);
+    // The bytes are in place before the signal leaves: send() orders them for the target, which reads after recv().
+    memcpy(direct->base + h.offset, data, h.bytes);
+    RmaHeader signal = h;
+    signal.kind = kDirect;
+    r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who.c_str());
+    if (r == ncclSuccess) st->directBytes += h.bytes;
+  } else if (r == ncclSuccess) {
+    r = p.sock.sendAll(&h, sizeof h, deadline, abort, who.c_str());
+    if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who.c_str());
+    if (r == ncclSuccess) st->serviceBytes += h.bytes;
+  }
   if (r != ncclSuccess) p.sock.close();  // a partial operation leaves the stream unusable
   return r;
 }
@@ -342,7 +454,7 @@ ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t d
   if (peerWinOffset > win.size || bytes > win.size - peerWinOffset)
     return setError(comm, ncclInvalidArgument, "%s: %zu bytes at offset %zu do not fit the %zu-byte window", api,
                     bytes, peerWinOffset, win.size);
-  const RmaHeader h{kRmaMagic, sigIdx, ctx, 0, win.index + 1, peerWinOffset, bytes};
+  const RmaHeader h{kRmaMagic, sigIdx, ctx, kPut, win.index + 1, peerWinOffset, bytes};
   return submit(hs, [comm, peer, h, localbuff] { return rmaSend(comm, peer, h, localbuff); });
 }
 
@@ -354,7 +466,7 @@ ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclC
   NCCLCHECK(checkOneSided(comm, api, stream, &hs));
   NCCLCHECK(checkSignal(comm, api, peer, sigIdx, ctx));
   if (flags != 0) return setError(comm, ncclInvalidArgument, "%s: flags 0x%x: none are defined; pass 0", api, flags);
-  const RmaHeader h{kRmaMagic, sigIdx, ctx, 0, 0, 0, 0};
+  const RmaHeader h{kRmaMagic, sigIdx, ctx, kPut, 0, 0, 0};
   return submit(hs, [comm, peer, h] { return rmaSend(comm, peer, h, nullptr); });
 }
 
@@ -375,4 +487,13 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclCo
       return setError(comm, ncclInvalidArgument, "%s: signalDescs[%d].opCnt %d is negative", api, i, descs[i].opCnt);
   }
   return submit(hs, [comm, descs = std::move(descs)] { return waitSignals(comm, descs); });
+}
+
+extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetRmaStats(ncclComm_t comm,
+                                                                                      uint64_t* directBytes,
+                                                                                      uint64_t* serviceBytes) {
+  NCCLCHECK(checkComm(comm, "plexusCommGetRmaStats"));
+  if (directBytes) *directBytes = comm->rma ? comm->rma->directBytes.load() : 0;
+  if (serviceBytes) *serviceBytes = comm->rma ? comm->rma->serviceBytes.load() : 0;
+  return ncclSuccess;
 }
