@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -38,6 +39,10 @@ namespace {
 
 constexpr uint32_t kRmaMagic = 0x524d4131;  // 'RMA1'
 constexpr int kMaxSigIdx = 1 << 16;
+// Signals below this index from ranks of the node are counters in the target's signal board (shared memory the
+// origin adds to after its direct write, the waiter polls): no message, no thread in between. Higher ones, and
+// signals from other nodes, travel to the service.
+constexpr int kBoardSigs = 16;
 
 // What an origin writes first on a connection.
 struct RmaHello {
@@ -69,7 +74,29 @@ struct RmaMapReply {
   uint64_t allocBytes;   // the allocation's mapped bytes
   uint64_t windowBytes;
   uint64_t addr;  // the window's address in the target's process
+  // The target's signal board: its memfd, size, address, and how many contexts it holds per origin.
+  int32_t boardFd;
+  int32_t boardCtx;
+  uint64_t boardBytes;
+  uint64_t boardAddr;
 };
+
+// Where origin's signal (ctx, sigIdx) counts in a board of boardCtx contexts per origin.
+size_t boardSlot(int origin, int ctx, int sigIdx, int boardCtx) {
+  return ((size_t)origin * boardCtx + ctx) * kBoardSigs + sigIdx;
+}
+
+// A shared mapping of another process's memfd (/proc/<pid>/fd/<fd>); nullptr (and *why) when it cannot be had.
+void* mapPeerFd(int pid, int fd, size_t bytes, std::string* why) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const int local = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  void* m = local < 0 ? MAP_FAILED : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+  const int err = errno;
+  if (local >= 0) close(local);
+  if (m != MAP_FAILED) return m;
+  *why = path + ": " + strerror(err);
+  return nullptr;
+}
 
 using SignalKey = std::tuple<int, int, int>;  // peer, ctx, sigIdx
 
@@ -85,9 +112,14 @@ struct OutPeer {
   std::mutex mutex;  // one operation at a time on the connection, whichever stream it comes from
   Socket sock;
   std::map<uint64_t, DirectWindow> direct;  // by the window's registration order
+  uint64_t* board = nullptr;  // the peer's signal board, where it shares this node
+  int boardCtx = 0;
+  void* boardMapped = nullptr;
+  size_t boardMappedBytes = 0;
   ~OutPeer() {
     for (auto& [index, d] : direct)
       if (d.mapped) munmap(d.mapped, d.mappedBytes);
+    if (boardMapped) munmap(boardMapped, boardMappedBytes);
   }
 };
 
@@ -106,6 +138,10 @@ struct RmaState {
   std::map<SignalKey, uint64_t> arrived, consumed;
   std::string error;  // the first put the service had to drop, for the waits to report
   std::atomic<uint64_t> directBytes{0}, serviceBytes{0};
+  // This rank's signal board (memfd, shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
+  uint64_t* board = nullptr;
+  size_t boardBytes = 0;
+  int boardFd = -1;
 };
 
 namespace {
@@ -134,10 +170,14 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
   if (h.kind == kMap) {
     RmaMapReply reply{};
     reply.fd = -1;
+    reply.pid = (int32_t)getpid();
+    reply.boardFd = st->boardFd;
+    reply.boardCtx = comm->options.numRmaCtx;
+    reply.boardBytes = st->boardBytes;
+    reply.boardAddr = (uint64_t)(uintptr_t)st->board;
     withWindow(comm, h.window - 1, [&](const WindowView* w) {
       if (!w) return;
       reply.found = 1;
-      reply.pid = (int32_t)getpid();
       reply.windowBytes = w->size;
       reply.addr = (uint64_t)(uintptr_t)w->buff;
       if (w->fromMemAlloc) {
@@ -221,9 +261,40 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
 
 RmaState* stateOf(ncclComm* comm) { return comm->rma; }
 
+bool sameNode(ncclComm* comm, int peer) {
+  const plexusPeerInfo_v1_t &me = comm->peerInfo[comm->rank], &them = comm->peerInfo[peer];
+  return me.hostHash == them.hostHash && me.shmDev == them.shmDev;
+}
+
+// Asks a peer of this node where its window `index` lies (index ~0: no window, only its signal board), and takes its
+// board on the first answer. Called with the peer's connection up and its mutex held.
+ncclResult_t askPeer(ncclComm* comm, int peer, OutPeer& p, uint64_t index, const Deadline& deadline, AbortFlag abort,
+                     const char* who, RmaMapReply* reply) {
+  const RmaHeader ask{kRmaMagic, -1, 0, kMap, index + 1, 0, 0};
+  NCCLCHECK(p.sock.sendAll(&ask, sizeof ask, deadline, abort, who));
+  NCCLCHECK(p.sock.recvAll(reply, sizeof *reply, deadline, abort, who));
+  if (p.board || p.boardCtx < 0 || reply->boardFd < 0) return ncclSuccess;
+  if (comm->peerInfo[comm->rank].pidHash == comm->peerInfo[peer].pidHash) {
+    p.board = (uint64_t*)(uintptr_t)reply->boardAddr;
+  } else {
+    std::string why;
+    p.boardMapped = mapPeerFd(reply->pid, reply->boardFd, reply->boardBytes, &why);
+    p.boardMappedBytes = reply->boardBytes;
+    p.board = (uint64_t*)p.boardMapped;
+    if (!p.board) {
+      INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's signal board (%s); its signals go through rank %d's "
+           "service", comm->rank, peer, why.c_str(), peer);
+      p.boardCtx = -1;  // not asked again
+      return ncclSuccess;
+    }
+  }
+  p.boardCtx = reply->boardCtx;
+  return ncclSuccess;
+}
+
 // How this rank writes peer's window `index` (asked once, then kept): straight into it where the peer shares this
 // process, or has the window in ncclMemAlloc memory on this node (its memfd mapped through /proc/<pid>/fd); else
-// through its service. Called with the peer's connection up and its mutex held.
+// through its service.
 ncclResult_t directWindow(ncclComm* comm, int peer, OutPeer& p, uint64_t index, const Deadline& deadline,
                           AbortFlag abort, const char* who, DirectWindow** out) {
   auto it = p.direct.find(index);
@@ -233,39 +304,33 @@ ncclResult_t directWindow(ncclComm* comm, int peer, OutPeer& p, uint64_t index, 
   }
   DirectWindow& d = p.direct[index];
   *out = &d;
-  const plexusPeerInfo_v1_t &me = comm->peerInfo[comm->rank], &them = comm->peerInfo[peer];
-  if (me.hostHash != them.hostHash || me.shmDev != them.shmDev) return ncclSuccess;  // another node
-  const RmaHeader ask{kRmaMagic, -1, 0, kMap, index + 1, 0, 0};
+  if (!sameNode(comm, peer)) return ncclSuccess;
   RmaMapReply reply{};
-  NCCLCHECK(p.sock.sendAll(&ask, sizeof ask, deadline, abort, who));
-  NCCLCHECK(p.sock.recvAll(&reply, sizeof reply, deadline, abort, who));
+  NCCLCHECK(askPeer(comm, peer, p, index, deadline, abort, who, &reply));
   if (!reply.found) return ncclSuccess;  // the put goes to the service, which reports the missing window
-  if (me.pidHash == them.pidHash) {
+  if (comm->peerInfo[comm->rank].pidHash == comm->peerInfo[peer].pidHash) {
     d.base = (char*)(uintptr_t)reply.addr;
     d.bytes = reply.windowBytes;
     return ncclSuccess;
   }
   if (reply.fd < 0) return ncclSuccess;  // not ncclMemAlloc memory: only the peer's process can reach it
-  const std::string path = "/proc/" + std::to_string(reply.pid) + "/fd/" + std::to_string(reply.fd);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  void* m = fd < 0 ? MAP_FAILED : mmap(nullptr, reply.allocBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  if (fd >= 0) close(fd);
-  if (m == MAP_FAILED) {
-    INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's window %llu (%s: %s); its puts go through rank %d's "
-         "service", comm->rank, peer, (unsigned long long)index, path.c_str(), strerror(err), peer);
+  std::string why;
+  d.mapped = mapPeerFd(reply.pid, reply.fd, reply.allocBytes, &why);
+  if (!d.mapped) {
+    INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's window %llu (%s); its puts go through rank %d's service",
+         comm->rank, peer, (unsigned long long)index, why.c_str(), peer);
     return ncclSuccess;
   }
-  d.mapped = m;
   d.mappedBytes = reply.allocBytes;
-  d.base = (char*)m + reply.allocOffset;
+  d.base = (char*)d.mapped + reply.allocOffset;
   d.bytes = reply.windowBytes;
-  INFO(NCCL_NET, "one-sided: rank %d writes rank %d's window %llu directly (%s, %llu bytes)", comm->rank, peer,
-       (unsigned long long)index, path.c_str(), (unsigned long long)reply.windowBytes);
+  INFO(NCCL_NET, "one-sided: rank %d writes rank %d's window %llu directly (%llu bytes)", comm->rank, peer,
+       (unsigned long long)index, (unsigned long long)reply.windowBytes);
   return ncclSuccess;
 }
 
-// Writes one operation to peer, connecting on first use.
+// Writes one operation to peer, connecting on first use: a put's bytes straight into the window where this rank
+// can reach it, else on the connection; then the signal, into the peer's board where it can, else on the connection.
 ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* data) {
   RmaState* st = stateOf(comm);
   OutPeer& p = *st->out[peer];
@@ -273,26 +338,37 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
   const AbortFlag abort(&comm->abortFlag);
   const Deadline deadline = Deadline::after(transferSeconds(comm));
   const std::string who = "rank " + std::to_string(peer) + "'s one-sided endpoint";
+  ncclResult_t r = ncclSuccess;
   if (!p.sock.valid()) {
     NCCLCHECK(p.sock.connect(st->peers[peer], deadline, abort, who.c_str()));
     const RmaHello hello{comm->commHash, comm->rank, kRmaMagic};
-    NCCLCHECK(p.sock.sendAll(&hello, sizeof hello, deadline, abort, who.c_str()));
+    r = p.sock.sendAll(&hello, sizeof hello, deadline, abort, who.c_str());
+    RmaMapReply reply{};
+    if (r == ncclSuccess && sameNode(comm, peer))
+      r = askPeer(comm, peer, p, ~0ull, deadline, abort, who.c_str(), &reply);  // its board
   }
-  ncclResult_t r = ncclSuccess;
   DirectWindow* direct = nullptr;
-  if (h.window) r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who.c_str(), &direct);
+  if (r == ncclSuccess && h.window) r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who.c_str(), &direct);
   if (r == ncclSuccess && direct && direct->base) {
     if (h.offset > direct->bytes || h.bytes > direct->bytes - h.offset)
       return setError(comm, ncclInvalidArgument,
                       "ncclPutSignal: %llu bytes at offset %llu do not fit rank %d's window %llu of %zu bytes",
                       (unsigned long long)h.bytes, (unsigned long long)h.offset, peer,
                       (unsigned long long)(h.window - 1), direct->bytes);
-    // The bytes are in place before the signal leaves: send() orders them for the target, which reads after recv().
     memcpy(direct->base + h.offset, data, h.bytes);
+    st->directBytes += h.bytes;
+  }
+  const bool written = direct && direct->base;
+  if (r == ncclSuccess && (written || !h.window) && p.board && h.sigIdx < kBoardSigs && h.ctx < p.boardCtx) {
+    // The release orders the bytes before the count the waiter reads with acquire.
+    __atomic_fetch_add(&p.board[boardSlot(comm->rank, h.ctx, h.sigIdx, p.boardCtx)], 1, __ATOMIC_RELEASE);
+    return ncclSuccess;
+  }
+  if (r == ncclSuccess && written) {
+    // The bytes are in place before the signal leaves: send() orders them for the target, which reads after recv().
     RmaHeader signal = h;
     signal.kind = kDirect;
     r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who.c_str());
-    if (r == ncclSuccess) st->directBytes += h.bytes;
   } else if (r == ncclSuccess) {
     r = p.sock.sendAll(&h, sizeof h, deadline, abort, who.c_str());
     if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who.c_str());
@@ -302,18 +378,31 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
   return r;
 }
 
+// Signals of key k so far: through the service, and in this rank's board. Called with sigMutex held.
+uint64_t arrivedCount(ncclComm* comm, RmaState* st, const SignalKey& k) {
+  const auto& [peer, ctx, sigIdx] = k;
+  uint64_t n = st->arrived[k];
+  if (st->board && sigIdx < kBoardSigs && ctx < comm->options.numRmaCtx)
+    n += __atomic_load_n(&st->board[boardSlot(peer, ctx, sigIdx, comm->options.numRmaCtx)], __ATOMIC_ACQUIRE);
+  return n;
+}
+
 ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>& descs) {
   RmaState* st = stateOf(comm);
   const uint64_t timeoutNs = comm->devComm.timeoutNs;
   const auto start = std::chrono::steady_clock::now();
+  const uint64_t spin = commSpinPolls(comm);
+  uint64_t polls = 0;
   std::unique_lock<std::mutex> lock(st->sigMutex);
   for (;;) {
     if (!st->error.empty())
       return setError(comm, ncclRemoteError, "ncclWaitSignal: rank %d: %s", comm->rank, st->error.c_str());
     const ncclWaitSignalDesc_t* short_ = nullptr;
+    uint64_t got = 0;
     for (const ncclWaitSignalDesc_t& d : descs) {
       const SignalKey k{d.peer, d.ctx, d.sigIdx};
-      if (st->arrived[k] < st->consumed[k] + (uint64_t)d.opCnt) {
+      got = arrivedCount(comm, st, k);
+      if (got < st->consumed[k] + (uint64_t)d.opCnt) {
         short_ = &d;
         break;
       }
@@ -328,9 +417,17 @@ ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>
                       "ncclWaitSignal: rank %d waited %.1f s for %d signal(s) from rank %d (sigIdx %d, ctx %d) and "
                       "got %llu: the peer never put or signalled them, or died; check its ncclPutSignal/ncclSignal "
                       "calls", comm->rank, waited, short_->opCnt, short_->peer, short_->sigIdx, short_->ctx,
-                      (unsigned long long)(st->arrived[k] - st->consumed[k]));
+                      (unsigned long long)(got - st->consumed[k]));
     }
-    st->sigCv.wait_for(lock, std::chrono::milliseconds(100));
+    // Board signals come without a wake-up: poll (yielding the core) for the communicator's spin budget, then in
+    // short sleeps; the service's signals wake the wait at once.
+    if (++polls < spin) {
+      lock.unlock();
+      sched_yield();
+      lock.lock();
+    } else {
+      st->sigCv.wait_for(lock, std::chrono::microseconds(polls < 2 * spin ? 50 : 1000));
+    }
   }
   for (const ncclWaitSignalDesc_t& d : descs) st->consumed[SignalKey{d.peer, d.ctx, d.sigIdx}] += (uint64_t)d.opCnt;
   return ncclSuccess;
@@ -405,7 +502,22 @@ void rmaStart(ncclComm* comm) {
   RmaState* st = stateOf(comm);
   if (!st) return;
   std::lock_guard<std::mutex> lock(st->startMutex);
-  if (!st->service.joinable()) st->service = std::thread(serviceLoop, comm, st);
+  if (st->service.joinable()) return;
+  // The board first: the service hands it out. Without one (no memfd), every signal goes through the service.
+  st->boardBytes = (size_t)comm->nRanks * comm->options.numRmaCtx * kBoardSigs * sizeof(uint64_t);
+  st->boardFd = memfd_create("plexus-rma-signals", MFD_CLOEXEC);
+  void* m = MAP_FAILED;
+  if (st->boardFd >= 0 && ftruncate(st->boardFd, (off_t)st->boardBytes) == 0)
+    m = mmap(nullptr, st->boardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, st->boardFd, 0);
+  if (m != MAP_FAILED) {
+    st->board = (uint64_t*)m;
+  } else {
+    INFO(NCCL_NET, "one-sided: rank %d has no signal board (%s); signals go through its service", comm->rank,
+         strerror(errno));
+    if (st->boardFd >= 0) close(st->boardFd);
+    st->boardFd = -1;
+  }
+  st->service = std::thread(serviceLoop, comm, st);
 }
 
 void rmaFree(ncclComm* comm) {
@@ -414,6 +526,8 @@ void rmaFree(ncclComm* comm) {
   st->stop = true;
   __atomic_store_n(&st->stopFlag, 1, __ATOMIC_RELEASE);
   if (st->service.joinable()) st->service.join();
+  if (st->board) munmap(st->board, st->boardBytes);
+  if (st->boardFd >= 0) close(st->boardFd);
   delete st;
   comm->rma = nullptr;
 }
