@@ -432,3 +432,26 @@ TEST_CASE("ncclWaitSignal: a signal that never comes times out with the communic
           return bad;
         }) == 0);
 }
+
+TEST_CASE("ncclConfig_t: fields are read by the config's size and version, as NCCL does") {
+  auto init = [](size_t size, unsigned version, int numRmaCtx) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.size = size;
+    config.version = version;
+    config.numRmaCtx = numRmaCtx;  // 2.29's field; 1000 is out of range
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+    if (comm) ncclCommDestroy(comm);
+    return r;
+  };
+  // A 2.28 program's config (80 bytes, version 22809): what lies beyond is not its, and is not read.
+  CHECK(init(80, NCCL_VERSION(2, 28, 9), 1000) == ncclSuccess);
+  // 2.30's size but a 2.28 version: the same.
+  CHECK(init(sizeof(ncclConfig_t), NCCL_VERSION(2, 28, 9), 1000) == ncclSuccess);
+  // 2.30's config: read, and checked.
+  CHECK(init(sizeof(ncclConfig_t), NCCL_VERSION_CODE, 1000) == ncclInvalidArgument);
+  CHECK(lastError().find("numRmaCtx=1000") != std::string::npos);
+  CHECK(init(sizeof(ncclConfig_t), NCCL_VERSION_CODE, 4) == ncclSuccess);
+}
