@@ -111,6 +111,7 @@ struct DirectWindow {
 struct OutPeer {
   std::mutex mutex;  // one operation at a time on the connection, whichever stream it comes from
   Socket sock;
+  std::string who;  // for messages
   std::map<uint64_t, DirectWindow> direct;  // by the window's registration order
   uint64_t* board = nullptr;  // the peer's signal board, where it shares this node
   int boardCtx = 0;
@@ -155,15 +156,16 @@ double transferSeconds(ncclComm* comm) {
 struct InConn {
   Socket sock;
   int peer;
+  std::string who;  // for messages
 };
 
 // Reads one operation from a peer and applies it: the data into the window, then the signal.
 ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
   const AbortFlag abort(&comm->abortFlag, &st->stopFlag);
   const Deadline deadline = Deadline::after(transferSeconds(comm));
-  const std::string who = "rank " + std::to_string(c.peer) + "'s one-sided operation";
+  const char* who = c.who.c_str();
   RmaHeader h;
-  NCCLCHECK(c.sock.recvAll(&h, sizeof h, deadline, abort, who.c_str()));
+  NCCLCHECK(c.sock.recvAll(&h, sizeof h, deadline, abort, who));
   if (h.magic != kRmaMagic)
     return setError(comm, ncclRemoteError, "one-sided: rank %d sent garbage (magic 0x%x) on its connection to rank %d",
                     c.peer, h.magic, comm->rank);
@@ -186,14 +188,14 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
         reply.allocBytes = w->alloc.mapped;
       }
     });
-    return c.sock.sendAll(&reply, sizeof reply, deadline, abort, who.c_str());
+    return c.sock.sendAll(&reply, sizeof reply, deadline, abort, who);
   }
   std::string dropped;
   ncclResult_t r = ncclSuccess;
   if (h.window && h.kind == kPut) {
     withWindow(comm, h.window - 1, [&](const WindowView* w) {
       if (w && h.offset <= w->size && h.bytes <= w->size - h.offset) {
-        r = c.sock.recvAll((char*)w->buff + h.offset, h.bytes, deadline, abort, who.c_str());
+        r = c.sock.recvAll((char*)w->buff + h.offset, h.bytes, deadline, abort, who);
         return;
       }
       char buf[4096];
@@ -202,7 +204,7 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
                   : "rank " + std::to_string(comm->rank) + " has no window " + std::to_string(h.window - 1) +
                         " (windows are matched by registration order)";
       for (uint64_t left = h.bytes; left && r == ncclSuccess; left -= std::min<uint64_t>(left, sizeof buf))
-        r = c.sock.recvAll(buf, std::min<uint64_t>(left, sizeof buf), deadline, abort, who.c_str());
+        r = c.sock.recvAll(buf, std::min<uint64_t>(left, sizeof buf), deadline, abort, who);
     });
   }
   NCCLCHECK(r);
@@ -238,7 +240,7 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
                 ncclSuccess &&
             hello.magic == kRmaMagic && hello.commHash == comm->commHash && hello.rank >= 0 &&
             hello.rank < comm->nRanks)
-          conns.push_back(InConn{std::move(s), hello.rank});
+          conns.push_back(InConn{std::move(s), hello.rank, "rank " + std::to_string(hello.rank) + "'s one-sided operation"});
         else
           INFO(NCCL_NET, "one-sided: rank %d dropped a connection that is not a rank's of this communicator%s%s",
                comm->rank, why.empty() ? "" : ": ", why.c_str());
@@ -337,18 +339,18 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
   std::lock_guard<std::mutex> lock(p.mutex);
   const AbortFlag abort(&comm->abortFlag);
   const Deadline deadline = Deadline::after(transferSeconds(comm));
-  const std::string who = "rank " + std::to_string(peer) + "'s one-sided endpoint";
+  const char* who = p.who.c_str();
   ncclResult_t r = ncclSuccess;
   if (!p.sock.valid()) {
-    NCCLCHECK(p.sock.connect(st->peers[peer], deadline, abort, who.c_str()));
+    NCCLCHECK(p.sock.connect(st->peers[peer], deadline, abort, who));
     const RmaHello hello{comm->commHash, comm->rank, kRmaMagic};
-    r = p.sock.sendAll(&hello, sizeof hello, deadline, abort, who.c_str());
+    r = p.sock.sendAll(&hello, sizeof hello, deadline, abort, who);
     RmaMapReply reply{};
     if (r == ncclSuccess && sameNode(comm, peer))
-      r = askPeer(comm, peer, p, ~0ull, deadline, abort, who.c_str(), &reply);  // its board
+      r = askPeer(comm, peer, p, ~0ull, deadline, abort, who, &reply);  // its board
   }
   DirectWindow* direct = nullptr;
-  if (r == ncclSuccess && h.window) r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who.c_str(), &direct);
+  if (r == ncclSuccess && h.window) r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who, &direct);
   if (r == ncclSuccess && direct && direct->base) {
     if (h.offset > direct->bytes || h.bytes > direct->bytes - h.offset)
       return setError(comm, ncclInvalidArgument,
@@ -368,10 +370,10 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
     // The bytes are in place before the signal leaves: send() orders them for the target, which reads after recv().
     RmaHeader signal = h;
     signal.kind = kDirect;
-    r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who.c_str());
+    r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who);
   } else if (r == ncclSuccess) {
-    r = p.sock.sendAll(&h, sizeof h, deadline, abort, who.c_str());
-    if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who.c_str());
+    r = p.sock.sendAll(&h, sizeof h, deadline, abort, who);
+    if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who);
     if (r == ncclSuccess) st->serviceBytes += h.bytes;
   }
   if (r != ncclSuccess) p.sock.close();  // a partial operation leaves the stream unusable
@@ -391,7 +393,7 @@ ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>
   RmaState* st = stateOf(comm);
   const uint64_t timeoutNs = comm->devComm.timeoutNs;
   const auto start = std::chrono::steady_clock::now();
-  const uint64_t spin = commSpinPolls(comm);
+  const uint64_t spin = comm->devComm.spinPolls;  // set at init (reading NCCL_SPIN here would cost more than a put)
   uint64_t polls = 0;
   std::unique_lock<std::mutex> lock(st->sigMutex);
   for (;;) {
@@ -495,7 +497,10 @@ void rmaSetPeers(ncclComm* comm, const SocketAddress* addrs) {
   RmaState* st = stateOf(comm);
   st->peers.assign(addrs, addrs + comm->nRanks);
   st->out.clear();
-  for (int r = 0; r < comm->nRanks; r++) st->out.push_back(std::make_unique<OutPeer>());
+  for (int r = 0; r < comm->nRanks; r++) {
+    st->out.push_back(std::make_unique<OutPeer>());
+    st->out.back()->who = "rank " + std::to_string(r) + "'s one-sided endpoint";
+  }
 }
 
 void rmaStart(ncclComm* comm) {
