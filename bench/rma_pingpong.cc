@@ -8,6 +8,7 @@
 #include <nccl.h>
 #include <plexus.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +31,8 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // Seconds per one way of round(i), a round trip: after 10 warm-up rounds, both ranks starting together.
 template <class Round>
 double timeOneWay(size_t bytes, Round round) {
-  const int iters = bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 200 : 30;
+  static const int scale = getenv("RMA_ITERS_SCALE") ? atoi(getenv("RMA_ITERS_SCALE")) : 1;  // for profiling
+  const int iters = (bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 200 : 30) * std::max(scale, 1);
   for (int i = 0; i < 10; i++) round(i);
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = now();

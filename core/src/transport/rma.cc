@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "comm/memory.h"
 #include "group/group.h"
 #include "misc/check.h"
+#include <plexus/device/arch.h>
 #include "misc/debug.h"
 #include "planner/planner.h"
 #include "stream/host_stream.h"
@@ -135,10 +135,10 @@ struct RmaState {
   std::atomic<bool> stop{false};
   uint32_t stopFlag = 0;  // the service's sockets watch it and the communicator's abort flag
   std::mutex sigMutex;
-  std::condition_variable sigCv;
   std::map<SignalKey, uint64_t> arrived, consumed;
   std::string error;  // the first put the service had to drop, for the waits to report
   std::atomic<uint64_t> directBytes{0}, serviceBytes{0};
+  double bootstrapSeconds = 120;  // NCCL_BOOTSTRAP_TIMEOUT at init (the environment costs more than a put)
   // This rank's signal board (memfd, shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
   uint64_t* board = nullptr;
   size_t boardBytes = 0;
@@ -150,7 +150,7 @@ namespace {
 // Seconds a one-sided transfer may block: the communicator's timeout, else the bootstrap's.
 double transferSeconds(ncclComm* comm) {
   const uint64_t ns = comm->devComm.timeoutNs;
-  return ns ? (double)ns / 1e9 : (double)bootstrapTimeout();
+  return ns ? (double)ns / 1e9 : comm->rma->bootstrapSeconds;
 }
 
 struct InConn {
@@ -219,7 +219,6 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
     }
     st->arrived[SignalKey{c.peer, h.ctx, h.sigIdx}]++;
   }
-  st->sigCv.notify_all();
   return ncclSuccess;
 }
 
@@ -392,8 +391,8 @@ uint64_t arrivedCount(ncclComm* comm, RmaState* st, const SignalKey& k) {
 ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>& descs) {
   RmaState* st = stateOf(comm);
   const uint64_t timeoutNs = comm->devComm.timeoutNs;
-  const auto start = std::chrono::steady_clock::now();
-  const uint64_t spin = comm->devComm.spinPolls;  // set at init (reading NCCL_SPIN here would cost more than a put)
+  const uint64_t start = dev::clockNs();
+  const uint32_t spin = comm->devComm.spinPolls;  // set at init (reading NCCL_SPIN here would cost more than a put)
   uint64_t polls = 0;
   std::unique_lock<std::mutex> lock(st->sigMutex);
   for (;;) {
@@ -412,7 +411,7 @@ ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>
     if (!short_) break;
     if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE))
       return setError(comm, ncclInvalidUsage, "ncclWaitSignal: rank %d: the communicator was aborted", comm->rank);
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited = (polls & 255) ? 0 : (double)(dev::clockNs() - start) / 1e9;
     if (timeoutNs && waited * 1e9 > (double)timeoutNs) {
       const SignalKey k{short_->peer, short_->ctx, short_->sigIdx};
       return setError(comm, ncclTimeout,
@@ -421,15 +420,10 @@ ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>
                       "calls", comm->rank, waited, short_->opCnt, short_->peer, short_->sigIdx, short_->ctx,
                       (unsigned long long)(got - st->consumed[k]));
     }
-    // Board signals come without a wake-up: poll (yielding the core) for the communicator's spin budget, then in
-    // short sleeps; the service's signals wake the wait at once.
-    if (++polls < spin) {
-      lock.unlock();
-      sched_yield();
-      lock.lock();
-    } else {
-      st->sigCv.wait_for(lock, std::chrono::microseconds(polls < 2 * spin ? 50 : 1000));
-    }
+    // Signals come without a wake-up (the board is plain memory): poll as every wait of the communicator does.
+    lock.unlock();
+    dev::backoff((uint32_t)std::min<uint64_t>(polls++, UINT32_MAX), spin);
+    lock.lock();
   }
   for (const ncclWaitSignalDesc_t& d : descs) st->consumed[SignalKey{d.peer, d.ctx, d.sigIdx}] += (uint64_t)d.opCnt;
   return ncclSuccess;
@@ -486,6 +480,7 @@ ncclResult_t submit(HostStream* stream, std::function<ncclResult_t()> op) {
 ncclResult_t rmaInit(ncclComm* comm, SocketAddress* addr) {
   auto* st = new RmaState();
   comm->rma = st;
+  st->bootstrapSeconds = bootstrapTimeout();
   std::string ifName;
   NCCLCHECK(findInterface(addr, &ifName));
   NCCLCHECK(st->listen.listen(*addr));
