@@ -217,7 +217,7 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
       st->error = msg;
       WARN("one-sided: %s", msg);
     }
-    st->arrived[SignalKey{c.peer, h.ctx, h.sigIdx}]++;
+    __atomic_fetch_add(&st->arrived[SignalKey{c.peer, h.ctx, h.sigIdx}], 1, __ATOMIC_RELEASE);  // waits read it unlocked
   }
   return ncclSuccess;
 }
@@ -379,52 +379,61 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
   return r;
 }
 
-// Signals of key k so far: through the service, and in this rank's board. Called with sigMutex held.
-uint64_t arrivedCount(ncclComm* comm, RmaState* st, const SignalKey& k) {
-  const auto& [peer, ctx, sigIdx] = k;
-  uint64_t n = st->arrived[k];
-  if (st->board && sigIdx < kBoardSigs && ctx < comm->options.numRmaCtx)
-    n += __atomic_load_n(&st->board[boardSlot(peer, ctx, sigIdx, comm->options.numRmaCtx)], __ATOMIC_ACQUIRE);
-  return n;
-}
-
 ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>& descs) {
   RmaState* st = stateOf(comm);
-  const uint64_t timeoutNs = comm->devComm.timeoutNs;
-  const uint64_t start = dev::clockNs();
-  const uint32_t spin = comm->devComm.spinPolls;  // set at init (reading NCCL_SPIN here would cost more than a put)
-  uint64_t polls = 0;
-  std::unique_lock<std::mutex> lock(st->sigMutex);
-  for (;;) {
-    if (!st->error.empty())
-      return setError(comm, ncclRemoteError, "ncclWaitSignal: rank %d: %s", comm->rank, st->error.c_str());
-    const ncclWaitSignalDesc_t* short_ = nullptr;
-    uint64_t got = 0;
+  // Per descriptor: the count to reach, and the two counters that add up to it: the service's (a map node, which
+  // stays where it is while others are added) and the board's. Both are read without the lock, with acquire: each
+  // counter's increment follows its data.
+  struct Watch {
+    uint64_t need;
+    const uint64_t* service;
+    const uint64_t* board;
+  };
+  std::vector<Watch> watches;
+  {
+    std::lock_guard<std::mutex> lock(st->sigMutex);
     for (const ncclWaitSignalDesc_t& d : descs) {
       const SignalKey k{d.peer, d.ctx, d.sigIdx};
-      got = arrivedCount(comm, st, k);
-      if (got < st->consumed[k] + (uint64_t)d.opCnt) {
-        short_ = &d;
-        break;
+      const bool onBoard = st->board && d.sigIdx < kBoardSigs && d.ctx < comm->options.numRmaCtx;
+      watches.push_back(Watch{st->consumed[k] + (uint64_t)d.opCnt, &st->arrived[k],
+                              onBoard ? &st->board[boardSlot(d.peer, d.ctx, d.sigIdx, comm->options.numRmaCtx)]
+                                      : nullptr});
+    }
+  }
+  auto count = [](const Watch& w) {
+    return __atomic_load_n(w.service, __ATOMIC_ACQUIRE) + (w.board ? __atomic_load_n(w.board, __ATOMIC_ACQUIRE) : 0);
+  };
+  const uint64_t timeoutNs = comm->devComm.timeoutNs;
+  const uint64_t start = dev::clockNs();
+  const uint32_t spin = comm->devComm.spinPolls;
+  for (uint64_t polls = 0;; polls++) {
+    size_t shortOf = watches.size();
+    for (size_t i = 0; i < watches.size() && shortOf == watches.size(); i++)
+      if (count(watches[i]) < watches[i].need) shortOf = i;
+    if (shortOf == watches.size()) break;
+    if ((polls & 255) == 255) {  // now and then: errors, abort, time
+      {
+        std::lock_guard<std::mutex> lock(st->sigMutex);
+        if (!st->error.empty())
+          return setError(comm, ncclRemoteError, "ncclWaitSignal: rank %d: %s", comm->rank, st->error.c_str());
+      }
+      if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE))
+        return setError(comm, ncclInvalidUsage, "ncclWaitSignal: rank %d: the communicator was aborted", comm->rank);
+      const double waited = (double)(dev::clockNs() - start) / 1e9;
+      if (timeoutNs && waited * 1e9 > (double)timeoutNs) {
+        const ncclWaitSignalDesc_t& d = descs[shortOf];
+        const uint64_t had = watches[shortOf].need - (uint64_t)d.opCnt;
+        return setError(comm, ncclTimeout,
+                        "ncclWaitSignal: rank %d waited %.1f s for %d signal(s) from rank %d (sigIdx %d, ctx %d) and "
+                        "got %llu: the peer never put or signalled them, or died; check its ncclPutSignal/ncclSignal "
+                        "calls", comm->rank, waited, d.opCnt, d.peer, d.sigIdx, d.ctx,
+                        (unsigned long long)(count(watches[shortOf]) - had));
       }
     }
-    if (!short_) break;
-    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE))
-      return setError(comm, ncclInvalidUsage, "ncclWaitSignal: rank %d: the communicator was aborted", comm->rank);
-    const double waited = (polls & 255) ? 0 : (double)(dev::clockNs() - start) / 1e9;
-    if (timeoutNs && waited * 1e9 > (double)timeoutNs) {
-      const SignalKey k{short_->peer, short_->ctx, short_->sigIdx};
-      return setError(comm, ncclTimeout,
-                      "ncclWaitSignal: rank %d waited %.1f s for %d signal(s) from rank %d (sigIdx %d, ctx %d) and "
-                      "got %llu: the peer never put or signalled them, or died; check its ncclPutSignal/ncclSignal "
-                      "calls", comm->rank, waited, short_->opCnt, short_->peer, short_->sigIdx, short_->ctx,
-                      (unsigned long long)(got - st->consumed[k]));
-    }
     // Signals come without a wake-up (the board is plain memory): poll as every wait of the communicator does.
-    lock.unlock();
-    dev::backoff((uint32_t)std::min<uint64_t>(polls++, UINT32_MAX), spin);
-    lock.lock();
+    dev::backoff((uint32_t)std::min<uint64_t>(polls, UINT32_MAX), spin);
   }
+  std::lock_guard<std::mutex> lock(st->sigMutex);
   for (const ncclWaitSignalDesc_t& d : descs) st->consumed[SignalKey{d.peer, d.ctx, d.sigIdx}] += (uint64_t)d.opCnt;
   return ncclSuccess;
 }
