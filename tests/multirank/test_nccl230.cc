@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -181,7 +182,12 @@ uint64_t stat(ncclComm_t comm, ncclCommMemStat_t s) {
 // Three suspend / resume cycles with collectives between them (results checked): MemStats tells the memory that
 // suspend releases and whether the communicator is suspended; a suspended communicator refuses operations. Returns
 // problems; *released gets the bytes MemStats reported as suspendable.
-long suspendCycles(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, uint64_t* released) {
+// Every rank of the communicator reaches the point named tag (each used once), outside the communicator: ranks
+// suspend and resume at the same point of the program, as they must (a peer that resumed and sent writes into
+// buffers another rank is releasing).
+using Meet = std::function<void(const std::string& tag)>;
+
+long suspendCycles(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, uint64_t* released, const Meet& meet) {
   long bad = 0;
   const size_t count = 4 << 20;  // 16 MiB: through every slot of every connection
   std::vector<float> buf(count);
@@ -200,12 +206,14 @@ long suspendCycles(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, u
     CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat, ncclSum, comm, stream));
     CHECK_NCCL(plexusStreamSynchronize(stream));
     CHECK_NCCL(ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+    meet("suspended " + std::to_string(cycle));
     bad += stat(comm, ncclStatGpuMemSuspended) != 1;
     bad += ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat, ncclSum, comm, stream) != ncclInvalidUsage;
     bad += lastError(comm).find("suspended") == std::string::npos;
     bad += ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclInvalidUsage;  // twice
     CHECK_NCCL(ncclCommResume(comm));
     bad += ncclCommResume(comm) != ncclInvalidUsage;  // not suspended
+    meet("resumed " + std::to_string(cycle));
   }
   bad += ncclCommSuspend(comm, 0x10) != ncclInvalidArgument;
   bad += ncclCommMemStats(comm, (ncclCommMemStat_t)9, released) != ncclInvalidArgument;
@@ -214,28 +222,22 @@ long suspendCycles(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, u
 }
 
 // Resident memory drops by what the ranks of this process suspend, and comes back at resume.
-long suspendMemory(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int ranksHere,
-                   std::atomic<int>* arrived) {
+// ranksHere: the ranks of this process (one of them measures its memory).
+long suspendMemory(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int ranksHere, const Meet& meet) {
   long bad = 0;
   uint64_t suspendable = 0;
-  bad += suspendCycles(rank, nranks, comm, stream, &suspendable);
+  bad += suspendCycles(rank, nranks, comm, stream, &suspendable, meet);
   std::vector<float> buf(4 << 20, 1.0f);
   CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, stream));
   CHECK_NCCL(plexusStreamSynchronize(stream));
   CHECK_NCCL(ncclAllReduce(buf.data(), buf.data(), 1, ncclFloat, ncclSum, comm, stream));
   CHECK_NCCL(plexusStreamSynchronize(stream));
-  // The ranks of this process measure together: one measures before any suspends and after all have.
-  auto meet = [&](int round) {
-    arrived->fetch_add(1);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (arrived->load() < round * ranksHere && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  };
+  // One rank of each process measures before any suspends and after all have.
   int64_t before = 0, after = 0;
   if (rank % ranksHere == 0) before = residentBytes();
-  meet(1);
+  meet("measured");
   CHECK_NCCL(ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
-  meet(2);
+  meet("all suspended");
   if (rank % ranksHere == 0) {
     after = residentBytes();
     const int64_t drop = before - after;
@@ -245,9 +247,9 @@ long suspendMemory(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, i
             (unsigned long long)suspendable >> 20);
     bad += drop < (int64_t)(suspendable / 2) * ranksHere;
   }
-  meet(3);
+  meet("measured suspended");
   CHECK_NCCL(ncclCommResume(comm));
-  meet(4);
+  meet("all resumed");
   if (rank % ranksHere == 0) {
     const int64_t resumed = residentBytes();
     fprintf(stderr, "rank %d: resume: resident %lld MiB\n", rank, (long long)resumed >> 20);
@@ -260,17 +262,27 @@ long suspendMemory(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, i
   return bad;
 }
 
-std::atomic<int> processArrived{0};
 harness::Scenario processSuspend("nccl230-suspend", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-  return suspendMemory(rank, nranks, comm, stream, 1, &processArrived);
+  return suspendMemory(rank, nranks, comm, stream, 1, [rank, nranks](const std::string& tag) {
+    if (!harness::processBarrier(rank, nranks, tag.c_str())) fprintf(stderr, "rank %d: barrier %s timed out\n", rank,
+                                                                      tag.c_str());
+  });
 });
 
 }  // namespace
 
 TEST_CASE("ncclCommSuspend / ncclCommResume / ncclCommMemStats: threads; resident memory drops and returns") {
+  // The threads meet on a counter: round r is reached when every rank has arrived r times.
   std::atomic<int> arrived{0};
   CHECK(harness::runThreads(2, [&arrived](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-          return suspendMemory(rank, nranks, comm, stream, 2, &arrived);
+          int rounds = 0;
+          return suspendMemory(rank, nranks, comm, stream, nranks, [&](const std::string&) {
+            const int want = ++rounds * nranks;
+            arrived.fetch_add(1);
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while (arrived.load() < want && std::chrono::steady_clock::now() < deadline)
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          });
         }) == 0);
 }
 

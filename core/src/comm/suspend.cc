@@ -4,7 +4,8 @@
 //
 // The buffers are released by dropping their pages (MADV_REMOVE for shared memory, which frees them for every process
 // mapping them; MADV_DONTNEED for private memory): the mappings stay valid and read zeros, and a buffer's contents
-// only matter between a sender's write and the receiver's read, which suspend checks are done.
+// only matter between a sender's write and the receiver's read, which suspend checks are done. A net connection's
+// registration with its plugin is dropped first and made again at resume.
 #include <nccl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "comm/communicator.h"
 #include "misc/check.h"
 #include "planner/launch.h"
+#include "transport/net/net_transport.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -131,14 +133,21 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
     if (!busy) break;
     if (std::chrono::steady_clock::now() > deadline || !busy->connection->isSend)
       return setError(comm, ncclInvalidUsage,
-                      "ncclCommSuspend: rank %d: the connection with rank %d on channel %d %s; suspend when the "
-                      "operations of both ranks are complete", comm->rank, busy->connection->peer,
-                      busy->connection->channel, why);
+                      "ncclCommSuspend: rank %d: the connection with rank %d on channel %d %s (step %llu, tail %llu, "
+                      "head %llu); suspend when the operations of both ranks are complete", comm->rank,
+                      busy->connection->peer, busy->connection->channel, why, (unsigned long long)busy->conn->step,
+                      (unsigned long long)(busy->conn->tail ? *busy->conn->tail : 0),
+                      (unsigned long long)(busy->conn->head ? *busy->conn->head : 0));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   comm->suspended = true;
   uint64_t released = 0;
   ncclResult_t result = ncclSuccess;
+  // The net plugin's registrations go first: one pins the pages it was made on, which the NIC would keep writing.
+  for (const Connection& c : comm->channels.connections)
+    if (c.transport && c.transport->api == &netTransport && result == ncclSuccess)
+      result = netTransportDeregister(c.resources);
+  if (result != ncclSuccess) return result;
   forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
     if (madvise(b.pages, b.bytes, MADV_REMOVE) == 0 || madvise(b.pages, b.bytes, MADV_DONTNEED) == 0) {
       released += b.bytes;
@@ -147,6 +156,24 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
                         comm->rank, b.bytes, (void*)b.pages, strerror(errno));
     }
   });
+  // A peer that sent while the pages went may have lost its data with them (it should have suspended too, or not yet
+  // resumed): the communicator cannot be trusted any more.
+  const OwnedBuffer* late = nullptr;
+  OwnedBuffer lateOne{};
+  forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
+    if (!late && !b.connection->isSend && stillNeeded(b)) {
+      lateOne = b;
+      late = &lateOne;
+    }
+  });
+  if (late && result == ncclSuccess) {
+    comm->asyncError = ncclInvalidUsage;
+    result = setError(comm, ncclInvalidUsage,
+                      "ncclCommSuspend: rank %d: rank %d sent on channel %d while this rank was releasing its buffers; "
+                      "that data may be lost and the communicator must be aborted. Suspend every rank at the same "
+                      "point of the program, and resume none before all have suspended", comm->rank,
+                      late->connection->peer, late->connection->channel);
+  }
   INFO(NCCL_INIT | NCCL_ALLOC, "ncclCommSuspend: comm %p rank %d released %llu bytes of connection buffers",
        (void*)comm, comm->rank, (unsigned long long)released);
   return result;
@@ -160,6 +187,11 @@ ncclResult_t ncclCommResume(ncclComm_t comm) {
   if (!comm->suspended.load())
     return setError(comm, ncclInvalidUsage, "ncclCommResume: the communicator is not suspended (ncclCommSuspend)");
   forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) { (void)madvise(b.pages, b.bytes, MADV_POPULATE_WRITE); });
+  for (const Connection& c : comm->channels.connections)
+    if (c.transport && c.transport->api == &netTransport) {
+      plexusDevChannelPeer_v1_t& peer = comm->channels.peers[c.channel][c.peer];
+      NCCLCHECK(netTransportReregister(c.resources, c.isSend ? &peer.send.conn : &peer.recv.conn));
+    }
   comm->suspended = false;
   return ncclSuccess;
 }

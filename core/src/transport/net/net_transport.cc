@@ -666,6 +666,22 @@ ncclResult_t netFinalize(void*) { return ncclSuccess; }
 
 void netTransportSetProfile(void* resources, ProxyProfile* profile) { ((NetConn*)resources)->profile = profile; }
 
+ncclResult_t netTransportDeregister(void* resources) {
+  auto* c = (NetConn*)resources;
+  if (!c->mhandle || !c->comm) return ncclSuccess;
+  const ncclResult_t r = c->plugin().api->deregMr(c->comm, c->mhandle);
+  c->mhandle = nullptr;
+  return r == ncclSuccess ? r : fail(*c, r, "deregMr of the connection's buffer (ncclCommSuspend)");
+}
+
+ncclResult_t netTransportReregister(void* resources, plexusConnInfo_v1_t* conn) {
+  auto* c = (NetConn*)resources;
+  if (c->mhandle || !c->comm) return ncclSuccess;
+  NCCLCHECK(registerBuffer(c));
+  conn->mhandles[PLEXUS_PROTO_SIMPLE] = c->mhandle;
+  return ncclSuccess;
+}
+
 const plexusTransport_v1_t netTransport = {
     PLEXUS_TRANSPORT_ABI_VERSION,
     sizeof(plexusTransport_v1_t),

@@ -22,5 +22,9 @@ class ProxyProfile;
 // The connection's proxy events (host backend), whose step handles its isend/irecv hand the net plugin (phandle):
 // a v10+ plugin's profiler callback hangs NetPlugin events off them.
 void netTransportSetProfile(void* resources, ProxyProfile* profile);
+// ncclCommSuspend / ncclCommResume of an idle connection: a registration pins the pages it was made on, so it is
+// dropped before the slots' pages are released, and made again (conn->mhandles too) once they are back.
+ncclResult_t netTransportDeregister(void* resources);
+ncclResult_t netTransportReregister(void* resources, plexusConnInfo_v1_t* conn);
 
 }  // namespace plexus
