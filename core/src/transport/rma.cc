@@ -229,6 +229,19 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
     std::vector<pollfd> fds{{st->listen.fd(), POLLIN, 0}};
     for (const InConn& c : conns) fds.push_back({c.sock.fd(), POLLIN, 0});
     if (poll(fds.data(), fds.size(), 100) <= 0) continue;
+    // The connections polled first (fds[i + 1] is conns[i]'s), then a new one.
+    for (size_t i = conns.size(); i-- > 0;) {
+      if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char byte;
+      if (recv(conns[i].sock.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {  // the origin closed between operations
+        conns.erase(conns.begin() + (long)i);
+        continue;
+      }
+      if (serveOne(comm, st, conns[i]) != ncclSuccess) {
+        if (!st->stop.load()) WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
+        conns.erase(conns.begin() + (long)i);
+      }
+    }
     if (fds[0].revents & POLLIN) {
       Socket s;
       bool accepted = false;
@@ -243,18 +256,6 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
         else
           INFO(NCCL_NET, "one-sided: rank %d dropped a connection that is not a rank's of this communicator%s%s",
                comm->rank, why.empty() ? "" : ": ", why.c_str());
-      }
-    }
-    for (size_t i = conns.size(); i-- > 0;) {
-      if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char byte;
-      if (recv(conns[i].sock.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {  // the origin closed between operations
-        conns.erase(conns.begin() + (long)i);
-        continue;
-      }
-      if (serveOne(comm, st, conns[i]) != ncclSuccess) {
-        if (!st->stop.load()) WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
-        conns.erase(conns.begin() + (long)i);
       }
     }
   }
