@@ -6,7 +6,7 @@
 #
 # node: both ranks on one node (Plexus writes the peer's ncclMemAlloc window directly; MPI its shared-memory path).
 # nodes: two "nodes" of one machine over TCP on loopback (PLEXUS_HOSTID differs per rank: Plexus puts go through the
-# peer's one-sided service; Open MPI is held to its TCP transport, --mca btl tcp,self --mca osc ^sm).
+# peer's one-sided service; Open MPI is held to TCP: --mca pml ob1 --mca btl tcp,self --mca osc pt2pt).
 # Environment: BUILD_DIR (./build).
 set -euo pipefail
 mode=${1:-node}
@@ -19,7 +19,7 @@ export NCCL_SOCKET_IFNAME=lo OMPI_MCA_btl_tcp_if_include=lo OMPI_ALLOW_RUN_AS_RO
 case $mode in
   node) exec timeout 600 mpirun -np 2 --bind-to none "$bin" "$max" ;;
   nodes)
-    exec timeout 600 mpirun -np 2 --bind-to none --mca btl tcp,self --mca osc ^sm \
+    exec timeout 600 mpirun -np 2 --bind-to none --mca pml ob1 --mca btl tcp,self --mca osc pt2pt \
       bash -c 'PLEXUS_HOSTID=bench-node$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$bin" "$max" ;;
   *) echo "bench-rma: mode is node or nodes, not '$mode'" >&2; exit 2 ;;
 esac
