@@ -43,6 +43,8 @@ constexpr int kMaxSigIdx = 1 << 16;
 // origin adds to after its direct write, the waiter polls): no message, no thread in between. Higher ones, and
 // signals from other nodes, travel to the service.
 constexpr int kBoardSigs = 16;
+// Puts up to this size travel in one send with their header.
+constexpr uint64_t kSmallPut = 4096;
 
 // What an origin writes first on a connection.
 struct RmaHello {
@@ -372,8 +374,15 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
     signal.kind = kDirect;
     r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who);
   } else if (r == ncclSuccess) {
-    r = p.sock.sendAll(&h, sizeof h, deadline, abort, who);
-    if (r == ncclSuccess && h.bytes) r = p.sock.sendAll(data, h.bytes, deadline, abort, who);
+    if (h.bytes <= kSmallPut) {  // one segment: header and bytes together
+      char msg[sizeof(RmaHeader) + kSmallPut];
+      memcpy(msg, &h, sizeof h);
+      if (h.bytes) memcpy(msg + sizeof h, data, h.bytes);
+      r = p.sock.sendAll(msg, sizeof h + h.bytes, deadline, abort, who);
+    } else {
+      r = p.sock.sendAll(&h, sizeof h, deadline, abort, who);
+      if (r == ncclSuccess) r = p.sock.sendAll(data, h.bytes, deadline, abort, who);
+    }
     if (r == ncclSuccess) st->serviceBytes += h.bytes;
   }
   if (r != ncclSuccess) p.sock.close();  // a partial operation leaves the stream unusable
