@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -272,17 +273,9 @@ harness::Scenario processSuspend("nccl230-suspend", [](int rank, int nranks, ncc
 }  // namespace
 
 TEST_CASE("ncclCommSuspend / ncclCommResume / ncclCommMemStats: threads; resident memory drops and returns") {
-  // The threads meet on a counter: round r is reached when every rank has arrived r times.
-  std::atomic<int> arrived{0};
-  CHECK(harness::runThreads(2, [&arrived](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-          int rounds = 0;
-          return suspendMemory(rank, nranks, comm, stream, nranks, [&](const std::string&) {
-            const int want = ++rounds * nranks;
-            arrived.fetch_add(1);
-            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-            while (arrived.load() < want && std::chrono::steady_clock::now() < deadline)
-              std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          });
+  std::barrier<> all(2);
+  CHECK(harness::runThreads(2, [&all](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          return suspendMemory(rank, nranks, comm, stream, nranks, [&](const std::string&) { all.arrive_and_wait(); });
         }) == 0);
 }
 

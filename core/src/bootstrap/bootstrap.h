@@ -76,6 +76,8 @@ class Bootstrap {
   ncclResult_t barrier();
 
   int rank() const { return rank_; }
+  // Where this rank listens (the bootstrap's interface), for endpoints of its own on the same interface.
+  const SocketAddress& address() const { return listen_.addr(); }
   int nranks() const { return nranks_; }
 
  private:

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -86,6 +87,32 @@ CommRegistry* registryOf(ncclComm* comm) {
 
 }  // namespace
 
+ncclResult_t sharedMemCreate(size_t size, const char* name, MemAllocation* out) {
+  const size_t page = pageSize();
+  const size_t mapped = (size + page - 1) / page * page;
+  int fd = memfd_create((std::string("plexus-") + name).c_str(), MFD_CLOEXEC);
+  if (fd < 0) return setError(nullptr, ncclSystemError, "%s: memfd_create failed: %s", name, strerror(errno));
+  if (ftruncate(fd, (off_t)mapped) != 0) {
+    int e = errno;
+    close(fd);
+    return setError(nullptr, ncclSystemError, "%s: cannot size %zu bytes of shared memory: %s", name, mapped,
+                    strerror(e));
+  }
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    return setError(nullptr, ncclSystemError, "%s: cannot map %zu bytes: %s", name, mapped, strerror(e));
+  }
+  *out = MemAllocation{p, size, mapped, fd, 0};
+  return ncclSuccess;
+}
+
+void sharedMemDestroy(const MemAllocation& m) {
+  munmap(m.base, m.mapped);
+  close(m.fd);
+}
+
 bool memAllocationOf(const void* ptr, size_t size, MemAllocation* out) {
   const uintptr_t p = (uintptr_t)ptr;
   std::lock_guard<std::mutex> lock(allocMutex);
@@ -153,26 +180,16 @@ ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     INFO(NCCL_ALLOC, "ncclMemAlloc: %zu bytes at %p on CUDA device %d", size, mem.ptr, device);
     return ncclSuccess;
   }
-  const size_t mapped = (size + page - 1) / page * page;
-  int fd = memfd_create("plexus-ncclMemAlloc", MFD_CLOEXEC);
-  if (fd < 0)
-    return setError(nullptr, ncclSystemError, "ncclMemAlloc: memfd_create failed: %s", strerror(errno));
-  if (ftruncate(fd, (off_t)mapped) != 0) {
-    int e = errno;
-    close(fd);
-    return setError(nullptr, ncclSystemError,
-                    "ncclMemAlloc: cannot size %zu bytes of shared memory: %s", mapped, strerror(e));
-  }
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    int e = errno;
-    close(fd);
-    return setError(nullptr, ncclSystemError, "ncclMemAlloc: cannot map %zu bytes: %s", mapped, strerror(e));
-  }
+  MemAllocation a;
+  NCCLCHECK(sharedMemCreate(size, "ncclMemAlloc", &a));
+  void* p = a.base;
+  const int fd = a.fd;
+  const size_t mapped = a.mapped;
   {
     std::lock_guard<std::mutex> lock(allocMutex);
     static uint64_t serials = 0;
-    allocations()[(uintptr_t)p] = MemAllocation{p, size, mapped, fd, ++serials};
+    a.serial = ++serials;
+    allocations()[(uintptr_t)p] = a;
   }
   INFO(NCCL_ALLOC, "ncclMemAlloc: %zu bytes at %p (memfd %d, %zu bytes mapped)", size, p, fd, mapped);
   *ptr = p;
@@ -200,8 +217,7 @@ ncclResult_t ncclMemFree(void* ptr) {
     a = it->second;
     allocations().erase(it);
   }
-  munmap(a.base, a.mapped);
-  close(a.fd);
+  sharedMemDestroy(a);
   return ncclSuccess;
 }
 

@@ -23,6 +23,11 @@ struct MemAllocation {
   uint64_t serial = 0;  // unique within the process (fds are reused after ncclMemFree)
 };
 
+// Host memory that other processes of the node can map: a memfd, mapped shared (ncclMemAlloc's on the host
+// backend, which also enters it in the process's table). name: who wants it, for the memfd's name and errors.
+ncclResult_t sharedMemCreate(size_t size, const char* name, MemAllocation* out);
+void sharedMemDestroy(const MemAllocation& m);
+
 // The ncclMemAlloc allocation that contains [ptr, ptr + size); false if none does.
 bool memAllocationOf(const void* ptr, size_t size, MemAllocation* out);
 

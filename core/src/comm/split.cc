@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <memory>
+#include <optional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -436,9 +436,9 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqu
   CommOptions options;
   r = childConfig(comm, config, "ncclCommGrow", &blocking, &options);
   if (r != ncclSuccess) return refuse(r);
-  std::shared_ptr<const ncclUniqueId> offered = uniqueId ? std::make_shared<ncclUniqueId>(*uniqueId) : nullptr;
+  const std::optional<ncclUniqueId> offered = uniqueId ? std::optional<ncclUniqueId>(*uniqueId) : std::nullopt;
   return makeChild(comm, blocking, options, newcomm, [comm, nRanks, offered](int* rank, int* nranks, ncclUniqueId* id) {
-    return growExchange(comm, nRanks, offered.get(), rank, nranks, id);
+    return growExchange(comm, nRanks, offered ? &*offered : nullptr, rank, nranks, id);
   });
 }
 

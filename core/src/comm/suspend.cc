@@ -13,10 +13,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
+#include <optional>
 
 #include "comm/communicator.h"
 #include "misc/check.h"
+#include <plexus/device/arch.h>
 #include "planner/launch.h"
 #include "transport/net/net_transport.h"
 
@@ -75,6 +76,20 @@ const char* stillNeeded(const OwnedBuffer& b) {
   return b.conn->head && *b.conn->head < step ? "holds data this rank sent that is not on its way yet" : nullptr;
 }
 
+struct Needed {
+  OwnedBuffer buffer;
+  const char* why;
+};
+// The first buffer whose contents are still needed (receive buffers alone, or every one).
+std::optional<Needed> firstNeeded(ncclComm* comm, bool receivesOnly) {
+  std::optional<Needed> first;
+  forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
+    if (first || (receivesOnly && b.connection->isSend)) return;
+    if (const char* why = stillNeeded(b)) first = Needed{b, why};
+  });
+  return first;
+}
+
 uint64_t suspendableBytes(ncclComm* comm) {
   uint64_t bytes = 0;
   forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) { bytes += b.bytes; });
@@ -119,26 +134,18 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   // a second) to finish, then refuse rather than lose data.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::max<uint64_t>(
                                                                1, comm->devComm.timeoutNs / 1000000000ull));
-  for (;;) {
-    const OwnedBuffer* busy = nullptr;
-    OwnedBuffer first{};
-    const char* why = nullptr;
-    forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
-      if (busy) return;
-      if ((why = stillNeeded(b))) {
-        first = b;
-        busy = &first;
-      }
-    });
+  for (uint32_t polls = 0;; polls++) {
+    const std::optional<Needed> busy = firstNeeded(comm, false);
     if (!busy) break;
-    if (std::chrono::steady_clock::now() > deadline || !busy->connection->isSend)
+    const OwnedBuffer& b = busy->buffer;
+    if (std::chrono::steady_clock::now() > deadline || !b.connection->isSend)
       return setError(comm, ncclInvalidUsage,
                       "ncclCommSuspend: rank %d: the connection with rank %d on channel %d %s (step %llu, tail %llu, "
                       "head %llu); suspend when the operations of both ranks are complete", comm->rank,
-                      busy->connection->peer, busy->connection->channel, why, (unsigned long long)busy->conn->step,
-                      (unsigned long long)(busy->conn->tail ? *busy->conn->tail : 0),
-                      (unsigned long long)(busy->conn->head ? *busy->conn->head : 0));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                      b.connection->peer, b.connection->channel, busy->why, (unsigned long long)b.conn->step,
+                      (unsigned long long)(b.conn->tail ? *b.conn->tail : 0),
+                      (unsigned long long)(b.conn->head ? *b.conn->head : 0));
+    dev::backoff(polls, comm->devComm.spinPolls);
   }
   comm->suspended = true;
   uint64_t released = 0;
@@ -158,21 +165,13 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
   });
   // A peer that sent while the pages went may have lost its data with them (it should have suspended too, or not yet
   // resumed): the communicator cannot be trusted any more.
-  const OwnedBuffer* late = nullptr;
-  OwnedBuffer lateOne{};
-  forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
-    if (!late && !b.connection->isSend && stillNeeded(b)) {
-      lateOne = b;
-      late = &lateOne;
-    }
-  });
-  if (late && result == ncclSuccess) {
+  if (const std::optional<Needed> late = firstNeeded(comm, true); late && result == ncclSuccess) {
     comm->asyncError = ncclInvalidUsage;
     result = setError(comm, ncclInvalidUsage,
                       "ncclCommSuspend: rank %d: rank %d sent on channel %d while this rank was releasing its buffers; "
                       "that data may be lost and the communicator must be aborted. Suspend every rank at the same "
                       "point of the program, and resume none before all have suspended", comm->rank,
-                      late->connection->peer, late->connection->channel);
+                      late->buffer.connection->peer, late->buffer.connection->channel);
   }
   INFO(NCCL_INIT | NCCL_ALLOC, "ncclCommSuspend: comm %p rank %d released %llu bytes of connection buffers",
        (void*)comm, comm->rank, (unsigned long long)released);

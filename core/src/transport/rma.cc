@@ -132,19 +132,17 @@ struct RmaState {
   Socket listen;
   std::vector<SocketAddress> peers;
   std::vector<std::unique_ptr<OutPeer>> out;
-  std::mutex startMutex;
+  std::once_flag started;
   std::thread service;
-  std::atomic<bool> stop{false};
-  uint32_t stopFlag = 0;  // the service's sockets watch it and the communicator's abort flag
+  uint32_t stopFlag = 0;  // set at rmaFree; the service's loop and sockets watch it
   std::mutex sigMutex;
   std::map<SignalKey, uint64_t> arrived, consumed;
   std::string error;  // the first put the service had to drop, for the waits to report
   std::atomic<uint64_t> directBytes{0}, serviceBytes{0};
   double bootstrapSeconds = 120;  // NCCL_BOOTSTRAP_TIMEOUT at init (the environment costs more than a put)
-  // This rank's signal board (memfd, shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
+  // This rank's signal board (shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
   uint64_t* board = nullptr;
-  size_t boardBytes = 0;
-  int boardFd = -1;
+  MemAllocation boardMem;
 };
 
 namespace {
@@ -175,9 +173,9 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
     RmaMapReply reply{};
     reply.fd = -1;
     reply.pid = (int32_t)getpid();
-    reply.boardFd = st->boardFd;
+    reply.boardFd = st->board ? st->boardMem.fd : -1;
     reply.boardCtx = comm->options.numRmaCtx;
-    reply.boardBytes = st->boardBytes;
+    reply.boardBytes = st->boardMem.mapped;
     reply.boardAddr = (uint64_t)(uintptr_t)st->board;
     withWindow(comm, h.window - 1, [&](const WindowView* w) {
       if (!w) return;
@@ -227,7 +225,7 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
 void serviceLoop(ncclComm* comm, RmaState* st) {
   debugSetThreadRank(comm->rank);
   std::vector<InConn> conns;
-  while (!st->stop.load()) {
+  while (!__atomic_load_n(&st->stopFlag, __ATOMIC_ACQUIRE)) {
     std::vector<pollfd> fds{{st->listen.fd(), POLLIN, 0}};
     for (const InConn& c : conns) fds.push_back({c.sock.fd(), POLLIN, 0});
     if (poll(fds.data(), fds.size(), 100) <= 0) continue;
@@ -240,7 +238,7 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
         continue;
       }
       if (serveOne(comm, st, conns[i]) != ncclSuccess) {
-        if (!st->stop.load()) WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
+        if (!__atomic_load_n(&st->stopFlag, __ATOMIC_ACQUIRE)) WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
         conns.erase(conns.begin() + (long)i);
       }
     }
@@ -265,6 +263,21 @@ void serviceLoop(ncclComm* comm, RmaState* st) {
 
 RmaState* stateOf(ncclComm* comm) { return comm->rma; }
 
+// Where this rank reaches memory of a peer of its node: at its address where the peer shares this process, else
+// through its memfd (fd, mapBytes from its start, the memory at offset), mapped through /proc/<pid>/fd; *mapped is
+// that mapping (to undo at the end). nullptr and *why where it cannot be mapped.
+char* reachPeer(ncclComm* comm, int peer, int pid, int fd, uint64_t addr, uint64_t offset, uint64_t mapBytes,
+                void** mapped, std::string* why) {
+  *mapped = nullptr;
+  if (comm->peerInfo[comm->rank].pidHash == comm->peerInfo[peer].pidHash) return (char*)(uintptr_t)addr;
+  if (fd < 0) {
+    *why = "not ncclMemAlloc memory: only its process can reach it";
+    return nullptr;
+  }
+  *mapped = mapPeerFd(pid, fd, mapBytes, why);
+  return *mapped ? (char*)*mapped + offset : nullptr;
+}
+
 bool sameNode(ncclComm* comm, int peer) {
   const plexusPeerInfo_v1_t &me = comm->peerInfo[comm->rank], &them = comm->peerInfo[peer];
   return me.hostHash == them.hostHash && me.shmDev == them.shmDev;
@@ -278,19 +291,15 @@ ncclResult_t askPeer(ncclComm* comm, int peer, OutPeer& p, uint64_t index, const
   NCCLCHECK(p.sock.sendAll(&ask, sizeof ask, deadline, abort, who));
   NCCLCHECK(p.sock.recvAll(reply, sizeof *reply, deadline, abort, who));
   if (p.board || p.boardCtx < 0 || reply->boardFd < 0) return ncclSuccess;
-  if (comm->peerInfo[comm->rank].pidHash == comm->peerInfo[peer].pidHash) {
-    p.board = (uint64_t*)(uintptr_t)reply->boardAddr;
-  } else {
-    std::string why;
-    p.boardMapped = mapPeerFd(reply->pid, reply->boardFd, reply->boardBytes, &why);
-    p.boardMappedBytes = reply->boardBytes;
-    p.board = (uint64_t*)p.boardMapped;
-    if (!p.board) {
-      INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's signal board (%s); its signals go through rank %d's "
-           "service", comm->rank, peer, why.c_str(), peer);
-      p.boardCtx = -1;  // not asked again
-      return ncclSuccess;
-    }
+  std::string why;
+  p.board = (uint64_t*)reachPeer(comm, peer, reply->pid, reply->boardFd, reply->boardAddr, 0, reply->boardBytes,
+                                 &p.boardMapped, &why);
+  p.boardMappedBytes = reply->boardBytes;
+  if (!p.board) {
+    INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's signal board (%s); its signals go through rank %d's "
+         "service", comm->rank, peer, why.c_str(), peer);
+    p.boardCtx = -1;  // not asked again
+    return ncclSuccess;
   }
   p.boardCtx = reply->boardCtx;
   return ncclSuccess;
@@ -312,22 +321,16 @@ ncclResult_t directWindow(ncclComm* comm, int peer, OutPeer& p, uint64_t index, 
   RmaMapReply reply{};
   NCCLCHECK(askPeer(comm, peer, p, index, deadline, abort, who, &reply));
   if (!reply.found) return ncclSuccess;  // the put goes to the service, which reports the missing window
-  if (comm->peerInfo[comm->rank].pidHash == comm->peerInfo[peer].pidHash) {
-    d.base = (char*)(uintptr_t)reply.addr;
-    d.bytes = reply.windowBytes;
-    return ncclSuccess;
-  }
-  if (reply.fd < 0) return ncclSuccess;  // not ncclMemAlloc memory: only the peer's process can reach it
   std::string why;
-  d.mapped = mapPeerFd(reply.pid, reply.fd, reply.allocBytes, &why);
-  if (!d.mapped) {
-    INFO(NCCL_NET, "one-sided: rank %d cannot map rank %d's window %llu (%s); its puts go through rank %d's service",
+  d.base = reachPeer(comm, peer, reply.pid, reply.fd, reply.addr, reply.allocOffset, reply.allocBytes, &d.mapped,
+                     &why);
+  d.mappedBytes = reply.allocBytes;
+  d.bytes = reply.windowBytes;
+  if (!d.base) {
+    INFO(NCCL_NET, "one-sided: rank %d cannot reach rank %d's window %llu (%s); its puts go through rank %d's service",
          comm->rank, peer, (unsigned long long)index, why.c_str(), peer);
     return ncclSuccess;
   }
-  d.mappedBytes = reply.allocBytes;
-  d.base = (char*)d.mapped + reply.allocOffset;
-  d.bytes = reply.windowBytes;
   INFO(NCCL_NET, "one-sided: rank %d writes rank %d's window %llu directly (%llu bytes)", comm->rank, peer,
        (unsigned long long)index, (unsigned long long)reply.windowBytes);
   return ncclSuccess;
@@ -500,8 +503,8 @@ ncclResult_t rmaInit(ncclComm* comm, SocketAddress* addr) {
   auto* st = new RmaState();
   comm->rma = st;
   st->bootstrapSeconds = bootstrapTimeout();
-  std::string ifName;
-  NCCLCHECK(findInterface(addr, &ifName));
+  *addr = comm->bootstrap->address();  // the bootstrap's interface, chosen once
+  setAddressPort(addr, 0);
   NCCLCHECK(st->listen.listen(*addr));
   *addr = st->listen.addr();
   return ncclSuccess;
@@ -520,33 +523,24 @@ void rmaSetPeers(ncclComm* comm, const SocketAddress* addrs) {
 void rmaStart(ncclComm* comm) {
   RmaState* st = stateOf(comm);
   if (!st) return;
-  std::lock_guard<std::mutex> lock(st->startMutex);
-  if (st->service.joinable()) return;
-  // The board first: the service hands it out. Without one (no memfd), every signal goes through the service.
-  st->boardBytes = (size_t)comm->nRanks * comm->options.numRmaCtx * kBoardSigs * sizeof(uint64_t);
-  st->boardFd = memfd_create("plexus-rma-signals", MFD_CLOEXEC);
-  void* m = MAP_FAILED;
-  if (st->boardFd >= 0 && ftruncate(st->boardFd, (off_t)st->boardBytes) == 0)
-    m = mmap(nullptr, st->boardBytes, PROT_READ | PROT_WRITE, MAP_SHARED, st->boardFd, 0);
-  if (m != MAP_FAILED) {
-    st->board = (uint64_t*)m;
-  } else {
-    INFO(NCCL_NET, "one-sided: rank %d has no signal board (%s); signals go through its service", comm->rank,
-         strerror(errno));
-    if (st->boardFd >= 0) close(st->boardFd);
-    st->boardFd = -1;
-  }
-  st->service = std::thread(serviceLoop, comm, st);
+  std::call_once(st->started, [comm, st] {
+    // The board first: the service hands it out. Without one, every signal goes through the service.
+    const size_t bytes = (size_t)comm->nRanks * comm->options.numRmaCtx * kBoardSigs * sizeof(uint64_t);
+    if (sharedMemCreate(bytes, "rma-signals", &st->boardMem) == ncclSuccess)
+      st->board = (uint64_t*)st->boardMem.base;
+    else
+      INFO(NCCL_NET, "one-sided: rank %d has no signal board (%s); signals go through its service", comm->rank,
+           lastError(nullptr));
+    st->service = std::thread(serviceLoop, comm, st);
+  });
 }
 
 void rmaFree(ncclComm* comm) {
   RmaState* st = stateOf(comm);
   if (!st) return;
-  st->stop = true;
   __atomic_store_n(&st->stopFlag, 1, __ATOMIC_RELEASE);
   if (st->service.joinable()) st->service.join();
-  if (st->board) munmap(st->board, st->boardBytes);
-  if (st->boardFd >= 0) close(st->boardFd);
+  if (st->board) sharedMemDestroy(st->boardMem);
   delete st;
   comm->rma = nullptr;
 }
