@@ -134,10 +134,11 @@ int main(int argc, char** argv) {
       printf("%12zu %12.2f %12.2f %10.2f %10.2f %7.2fx\n", bytes, p * 1e6, m * 1e6, bytes / p / 1e9, bytes / m / 1e9,
              m / p);
   }
-  uint64_t direct = 0, service = 0;
-  NCCL_OK(plexusCommGetRmaStats(comm, &direct, &service));
-  if (rank == 0) printf("# plexus rank 0: %llu bytes put directly, %llu through the peer's service\n",
-                        (unsigned long long)direct, (unsigned long long)service);
+  uint64_t direct = 0, socket = 0, transport = 0;
+  NCCL_OK(plexusCommGetRmaStats(comm, &direct, &socket, &transport));
+  if (rank == 0)
+    printf("# plexus rank 0: %llu bytes put directly, %llu on the one-sided socket, %llu through a transport\n",
+           (unsigned long long)direct, (unsigned long long)socket, (unsigned long long)transport);
   MPI_Win_unlock_all(mpiWin);
   MPI_Win_free(&mpiWin);
   NCCL_OK(ncclCommWindowDeregister(comm, win));

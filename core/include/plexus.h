@@ -68,10 +68,12 @@ typedef struct {
   uint64_t p2pSlotBytes;
 } plexusCommStats_t;
 ncclResult_t plexusCommGetStats(ncclComm_t comm, plexusCommStats_t* stats);
-/* One-sided bytes this rank has put since the communicator was created: written straight into the peer's window
- * (ranks of one process; ncclMemAlloc windows between processes of one node), and sent through the peer's one-sided
- * service (other windows, other nodes). Either pointer may be NULL. */
-ncclResult_t plexusCommGetRmaStats(ncclComm_t comm, uint64_t* directBytes, uint64_t* serviceBytes);
+/* One-sided bytes this rank has put since the communicator was created, by the way they went: written straight into
+ * the peer's window (ranks of one process; ncclMemAlloc windows between processes of one node); sent on the peer's
+ * one-sided socket with their header (puts of at most PLEXUS_RMA_INLINE_BYTES it cannot write itself); through a
+ * connector of the communicator's transports (larger ones: the net plugin between nodes). Any pointer may be NULL. */
+ncclResult_t plexusCommGetRmaStats(ncclComm_t comm, uint64_t* directBytes, uint64_t* socketBytes,
+                                   uint64_t* transportBytes);
 /* How the communicator's operations were launched: kernel launches so far (one per plan: a run of operations one
  * kernel runs), where the last one's work items travelled (0: in the kernel's parameter, 1: in the workFifo ring,
  * 2: with a captured CUDA graph), how many it had, and the workFifo's counters (entries written; entries the

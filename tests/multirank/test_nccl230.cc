@@ -290,16 +290,21 @@ namespace {
 // Then a ring: every rank puts `rounds` blocks into its next rank's window, each at its own offset, and waits once
 // for all of them; the last one's contents show that data came before each signal.
 // ranksPerNode: how the ranks sit (0: all on one node), for where the bytes must have gone: straight into the
-// window where the peer shares the node (ncclMemAlloc windows) or the process (any window), else through its service.
-long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int ranksPerNode, bool threads) {
+// window where the peer shares the node (ncclMemAlloc windows) or the process (any window), else with the header on
+// the peer's one-sided socket up to PLEXUS_RMA_INLINE_BYTES, else through a connector of the communicator's
+// transports. heapWindow: the main window is ordinary memory, not ncclMemAlloc's.
+long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int ranksPerNode, bool threads,
+              bool heapWindow = false) {
   long bad = 0;
   const size_t block = 1 << 16, rounds = 8;  // ints
   void* mem = nullptr;
   CHECK_NCCL(ncclMemAlloc(&mem, block * rounds * sizeof(int)));
-  int* win = (int*)mem;
+  std::vector<int> heapMain(heapWindow ? block * rounds : 0);
+  int* win = heapWindow ? heapMain.data() : (int*)mem;
   std::vector<char> heapWin(4096 + 4096);
   ncclWindow_t w = nullptr, w2 = nullptr;
-  CHECK_NCCL(ncclCommWindowRegister(comm, win, block * rounds * sizeof(int), &w, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK_NCCL(ncclCommWindowRegister(comm, win, block * rounds * sizeof(int), &w,
+                                    heapWindow ? NCCL_WIN_DEFAULT : NCCL_WIN_COLL_SYMMETRIC));
   CHECK_NCCL(ncclCommWindowRegister(comm, heapWin.data(), 4096, &w2, NCCL_WIN_DEFAULT));
   void* user = nullptr;
   CHECK_NCCL(ncclWinGetUserPtr(comm, w, &user));
@@ -361,16 +366,25 @@ long oneSided(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, int ra
   CHECK_NCCL(plexusStreamSynchronize(stream));
   for (size_t r = 0; r < rounds; r++)
     for (size_t i = 0; i < block; i += 61) bad += win[r * block + i] != (int)(prev * 100000 + r * 1000 + i % 1000);
-  // Where the bytes went.
-  uint64_t direct = 0, service = 0;
-  CHECK_NCCL(plexusCommGetRmaStats(comm, &direct, &service));
-  const uint64_t ping = rank < 2 && nranks >= 2 ? 50 * block * sizeof(int) : 0, ring = rounds * block * sizeof(int);
-  const bool nextHere = ranksPerNode == 0 || next / ranksPerNode == rank / ranksPerNode;
-  const uint64_t wantDirect = ping + (nextHere ? ring : 0) + (threads ? sizeof(int) : 0);
-  if (direct + service != ping + ring + sizeof(int) || direct != wantDirect) {
-    fprintf(stderr, "rank %d: %llu bytes put directly, %llu through the service; expected %llu directly of %llu\n",
-            rank, (unsigned long long)direct, (unsigned long long)service, (unsigned long long)wantDirect,
-            (unsigned long long)(ping + ring + sizeof(int)));
+  // Where the bytes went, by the rule the README gives.
+  uint64_t direct = 0, socket = 0, transport = 0;
+  CHECK_NCCL(plexusCommGetRmaStats(comm, &direct, &socket, &transport));
+  const char* inlineEnv = getenv("PLEXUS_RMA_INLINE_BYTES");
+  const uint64_t inlineBytes = inlineEnv ? strtoull(inlineEnv, nullptr, 0) : 4096;
+  uint64_t want[3] = {0, 0, 0};  // direct, socket, transport
+  auto account = [&](int peer, uint64_t bytes, bool memAllocWindow) {
+    const bool sameNode = ranksPerNode == 0 || peer / ranksPerNode == rank / ranksPerNode;
+    want[threads || (memAllocWindow && sameNode) ? 0 : bytes <= inlineBytes ? 1 : 2] += bytes;
+  };
+  if (rank < 2 && nranks >= 2)
+    for (int it = 0; it < 50; it++) account(1 - rank, block * sizeof(int), !heapWindow);
+  account(next, sizeof(int), false);
+  for (size_t r = 0; r < rounds; r++) account(next, block * sizeof(int), !heapWindow);
+  if (direct != want[0] || socket != want[1] || transport != want[2]) {
+    fprintf(stderr, "rank %d: put %llu bytes directly, %llu on the socket, %llu through a transport; expected %llu, "
+            "%llu, %llu\n", rank, (unsigned long long)direct, (unsigned long long)socket,
+            (unsigned long long)transport, (unsigned long long)want[0], (unsigned long long)want[1],
+            (unsigned long long)want[2]);
     bad++;
   }
 
@@ -406,6 +420,14 @@ harness::Scenario processOneSided("nccl230-one-sided", [](int rank, int nranks, 
 harness::Scenario processOneSided2("nccl230-one-sided-2", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   return oneSided(rank, nranks, comm, stream, 2, false);
 });
+harness::Scenario processOneSidedHeap("nccl230-one-sided-heap", [](int rank, int nranks, ncclComm_t comm,
+                                                                    cudaStream_t stream) {
+  return oneSided(rank, nranks, comm, stream, 0, false, true);
+});
+harness::Scenario processOneSidedHeap2("nccl230-one-sided-heap-2", [](int rank, int nranks, ncclComm_t comm,
+                                                                      cudaStream_t stream) {
+  return oneSided(rank, nranks, comm, stream, 2, false, true);
+});
 long oneSidedThreads(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   return oneSided(rank, nranks, comm, stream, 0, true);
 }
@@ -420,6 +442,17 @@ TEST_CASE("ncclPutSignal / ncclSignal / ncclWaitSignal: ping-pong and a ring of 
 TEST_CASE("ncclPutSignal / ncclSignal / ncclWaitSignal: processes, on one node and across two") {
   CHECK(harness::runProcesses("nccl230-one-sided", 3) == 0);
   CHECK(harness::runProcesses("nccl230-one-sided-2", 4, 120, 2) == 0);
+}
+
+TEST_CASE("ncclPutSignal: puts the origin cannot write itself go through the transports (shared memory, net)") {
+  // Windows in ordinary memory: between processes of a node the p2p transport's connectors carry the large puts,
+  // between nodes the net transport's (socket net, through the proxy).
+  CHECK(harness::runProcesses("nccl230-one-sided-heap", 3) == 0);
+  CHECK(harness::runProcesses("nccl230-one-sided-heap-2", 4, 120, 2) == 0);
+  // Every put with data through a connector, the 4-byte ones too.
+  setenv("PLEXUS_RMA_INLINE_BYTES", "0", 1);
+  CHECK(harness::runProcesses("nccl230-one-sided-heap-2", 4, 120, 2) == 0);
+  unsetenv("PLEXUS_RMA_INLINE_BYTES");
 }
 
 TEST_CASE("ncclWaitSignal: a signal that never comes times out with the communicator's timeout") {

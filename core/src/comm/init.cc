@@ -383,12 +383,12 @@ void commFree(ncclComm* comm) {
   comm->workFifo.reset();
   devStateFree(comm);
   // A connection left to a stuck proxy still uses its transport's per-communicator state: leak that too.
-  if (transportFreeAll(comm)) transportCommFinalize(comm);
+  const bool oneSidedReleased = rmaFree(comm);
+  if (transportFreeAll(comm) && oneSidedReleased) transportCommFinalize(comm);
   for (AlgoInstance& a : comm->algos)
     if (a.ctx) a.plugin->api->finalize(a.ctx);
   comm->algos.clear();
   profilerCommFinalize(comm);
-  rmaFree(comm);
   comm->bootstrap.reset();
 }
 

@@ -120,6 +120,9 @@ const std::vector<ParamInfo>& table() {
          nullptr},
         {"PROTO", S, "", kFixed, kNccl, kDoc, "protocols allowed: LL, LL128, Simple (^ excludes); unset: all", nullptr},
         {"REPORT_SIGNAL", I, "1", kFixed, kPlexus, kDoc, "0: no SIGUSR1 hang-report handler", nullptr},
+        {"RMA_INLINE_BYTES", I, "4096", kFixed, kPlexus, kDoc,
+         "one-sided puts up to this size that the origin cannot write itself travel with their header on the "
+         "one-sided socket; larger ones through a transport's connector (the net plugin between nodes)", nullptr},
         {"SOCKET_FAMILY", S, "", kFixed, kNccl, kDoc, "AF_INET or AF_INET6; unset: any", nullptr},
         {"SOCKET_IFNAME", S, "", kFixed, kNccl, kDoc,
          "interfaces: prefixes, ^ excludes, = exact; unset: ib, else the bootstrap's subnet, else not docker or lo",

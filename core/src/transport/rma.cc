@@ -20,14 +20,21 @@
 #include <tuple>
 #include <vector>
 
+#include <plexus/device/arch.h>
+#include <plexus/device/primitives.h>
+#include <plexus/device/reduce.h>
+
+#include "channel/channel.h"
 #include "comm/communicator.h"
 #include "comm/memory.h"
 #include "group/group.h"
 #include "misc/check.h"
-#include <plexus/device/arch.h>
 #include "misc/debug.h"
+#include "misc/env.h"
 #include "planner/planner.h"
+#include "proxy/proxy.h"
 #include "stream/host_stream.h"
+#include "transport/transport.h"
 
 #define NCCL_API(ret, func, ...)                                                                            \
   extern "C" __attribute__((visibility("default"))) __attribute__((alias(#func))) ret p##func(__VA_ARGS__); \
@@ -45,6 +52,10 @@ constexpr int kMaxSigIdx = 1 << 16;
 constexpr int kBoardSigs = 16;
 // Puts up to this size travel in one send with their header.
 constexpr uint64_t kSmallPut = 4096;
+// Puts above PLEXUS_RMA_INLINE_BYTES that the origin cannot write itself travel through a connector of the
+// communicator's transports (the net plugin between nodes), moved by the shared primitives and the proxy as every
+// collective's data; smaller ones ride on the one-sided socket with their header, one message.
+constexpr int64_t kInlineDefault = 4096;
 
 // What an origin writes first on a connection.
 struct RmaHello {
@@ -57,6 +68,8 @@ enum RmaKind : uint32_t {
   kPut = 0,     // the bytes follow (none: a signal alone), then the signal counts
   kMap = 1,     // where the window lies, for a direct write: the target answers with an RmaMapReply
   kDirect = 2,  // the origin has written the bytes into the window itself: the signal counts
+  kLink = 3,    // the origin's connect info for a connector to the target follows (bytes): answered by a LinkReply
+  kLinkPut = 4,  // the bytes follow on the connector from the origin, then the signal counts
 };
 struct RmaHeader {
   uint32_t magic;
@@ -81,6 +94,13 @@ struct RmaMapReply {
   int32_t boardCtx;
   uint64_t boardBytes;
   uint64_t boardAddr;
+};
+
+// The target's answer to kLink: its side's connect info, or why it has none.
+struct LinkReply {
+  int32_t ok;
+  char why[252];
+  plexusConnectInfo_v1_t info;
 };
 
 // Where origin's signal (ctx, sigIdx) counts in a board of boardCtx contexts per origin.
@@ -138,7 +158,16 @@ struct RmaState {
   std::mutex sigMutex;
   std::map<SignalKey, uint64_t> arrived, consumed;
   std::string error;  // the first put the service had to drop, for the waits to report
-  std::atomic<uint64_t> directBytes{0}, serviceBytes{0};
+  std::atomic<uint64_t> directBytes{0}, socketBytes{0}, transportBytes{0};
+  // Connectors for puts through a transport: [rank].send carries this rank's puts to rank, [rank].recv rank's puts
+  // here; made on an origin's first such put (its side by the origin, the target's by the service). Sends (any
+  // stream's thread) and receives (the service) stop on channels of their own.
+  int64_t inlineBytes = kInlineDefault;
+  std::vector<plexusDevChannelPeer_v1_t> linkPeers;
+  plexusDevChannel_v1_t linkSend{}, linkRecv{};
+  std::mutex linksMutex;
+  std::vector<Connection> links;
+  std::vector<char> linkProxied;  // [rank * 2 + isSend]: the connector is moved by the proxy
   double bootstrapSeconds = 120;  // NCCL_BOOTSTRAP_TIMEOUT at init (the environment costs more than a put)
   // This rank's signal board (shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
   uint64_t* board = nullptr;
@@ -158,6 +187,99 @@ struct InConn {
   int peer;
   std::string who;  // for messages
 };
+
+// The channel id one-sided connectors have for their transport: one no collective uses.
+int linkChannel(ncclComm* comm) { return comm->channels.count; }
+
+void keepLink(RmaState* st, Connection&& conn) {
+  std::lock_guard<std::mutex> lock(st->linksMutex);
+  st->linkProxied[(size_t)conn.peer * 2 + conn.isSend] = conn.proxy != nullptr;
+  st->links.push_back(std::move(conn));
+}
+
+void dropLink(ncclComm* comm, RmaState* st, Connection&& conn) {
+  plexusDevChannelPeer_v1_t& peer = st->linkPeers[(size_t)conn.peer];
+  (conn.isSend ? peer.send : peer.recv) = plexusDevConnector_v1_t{};
+  std::vector<Connection> one;
+  one.push_back(std::move(conn));
+  transportFree(comm, one);
+}
+
+// Connects a connector made by transportSetupOne with the peer's side (theirs), then waits for the peer to be
+// connected too before the transport's connected() (which may remove what let the peer find this side's memory).
+ncclResult_t linkConnect(ncclComm* comm, RmaState* st, Socket& sock, Connection& conn,
+                         const plexusConnectInfo_v1_t& theirs, const Deadline& deadline, AbortFlag abort,
+                         const char* who) {
+  plexusDevChannelPeer_v1_t& peer = st->linkPeers[(size_t)conn.peer];
+  NCCLCHECK(transportConnectOne(comm, conn, theirs, conn.isSend ? &peer.send : &peer.recv, deadline));
+  const int32_t done = 1;
+  int32_t peerDone = 0;
+  NCCLCHECK(sock.sendAll(&done, sizeof done, deadline, abort, who));
+  NCCLCHECK(sock.recvAll(&peerDone, sizeof peerDone, deadline, abort, who));
+  if (conn.transport->api->connected) NCCLCHECK(conn.transport->api->connected(conn.resources));
+  INFO(NCCL_NET | NCCL_INIT, "one-sided: rank %d %s rank %d above %lld bytes through transport %s", comm->rank,
+       conn.isSend ? "puts to" : "takes puts from", conn.peer, (long long)st->inlineBytes, conn.transport->api->name);
+  return ncclSuccess;
+}
+
+// Why a put stopped on a one-sided channel.
+const char* linkStopped(const plexusDevChannel_v1_t& ch) {
+  return ch.status == PLEXUS_CHANNEL_TIMEOUT ? "the peer moved nothing within the communicator's timeout (dead, or "
+                                               "stuck)"
+         : ch.status == PLEXUS_CHANNEL_ABORTED ? "the communicator was aborted"
+                                               : "the connector failed";
+}
+
+// The service's side of an origin's kLink: sets up the receiving connector, answers with its connect info, connects.
+ncclResult_t linkAccept(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader& h, const Deadline& deadline,
+                        AbortFlag abort) {
+  const char* who = c.who.c_str();
+  plexusConnectInfo_v1_t theirs{};
+  if (h.bytes != sizeof theirs)
+    return setError(comm, ncclRemoteError, "one-sided: rank %d sent a connect request of %llu bytes (expected %zu)",
+                    c.peer, (unsigned long long)h.bytes, sizeof theirs);
+  NCCLCHECK(c.sock.recvAll(&theirs, sizeof theirs, deadline, abort, who));
+  LinkReply reply{};
+  Connection conn;
+  if (st->linkPeers[(size_t)c.peer].recv.connected)
+    snprintf(reply.why, sizeof reply.why, "rank %d already has a connector from rank %d", comm->rank, c.peer);
+  else if (transportSetupOne(comm, c.peer, linkChannel(comm), false, &conn, &reply.info) == ncclSuccess)
+    reply.ok = 1;
+  else
+    snprintf(reply.why, sizeof reply.why, "%s", lastError(comm));
+  ncclResult_t r = c.sock.sendAll(&reply, sizeof reply, deadline, abort, who);
+  if (r == ncclSuccess && reply.ok) r = linkConnect(comm, st, c.sock, conn, theirs, deadline, abort, who);
+  if (r == ncclSuccess && reply.ok) keepLink(st, std::move(conn));
+  else if (conn.resources) dropLink(comm, st, std::move(conn));
+  return r;
+}
+
+// Takes a put's bytes into dst (nullptr: the put is dropped, its bytes read and discarded): from the socket, or
+// from the origin's connector.
+ncclResult_t takePut(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader& h, char* dst, const Deadline& deadline,
+                     AbortFlag abort) {
+  if (h.kind == kPut) {
+    if (dst) return c.sock.recvAll(dst, h.bytes, deadline, abort, c.who.c_str());
+    char buf[4096];
+    for (uint64_t left = h.bytes; left; left -= std::min<uint64_t>(left, sizeof buf))
+      NCCLCHECK(c.sock.recvAll(buf, std::min<uint64_t>(left, sizeof buf), deadline, abort, c.who.c_str()));
+    return ncclSuccess;
+  }
+  if (!st->linkPeers[(size_t)c.peer].recv.connected)
+    return setError(comm, ncclRemoteError, "one-sided: rank %d put through a connector it never made with rank %d",
+                    c.peer, comm->rank);
+  std::vector<char> scratch(dst ? 0 : h.bytes);
+  {
+    ProxyActivity moving(st->linkProxied[(size_t)c.peer * 2]);
+    dev::Primitives<int8_t, dev::FuncSum<int8_t>> prims(&comm->devComm, &st->linkRecv, 0, 1, &c.peer, 1, nullptr, 0,
+                                                       nullptr, dst ? dst : scratch.data(), 0);
+    prims.recv(0, h.bytes);
+  }
+  if (st->linkRecv.status != PLEXUS_CHANNEL_OK)
+    return setError(comm, ncclRemoteError, "one-sided: rank %d: rank %d's put of %llu bytes stopped: %s", comm->rank,
+                    c.peer, (unsigned long long)h.bytes, linkStopped(st->linkRecv));
+  return ncclSuccess;
+}
 
 // Reads one operation from a peer and applies it: the data into the window, then the signal.
 ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
@@ -190,21 +312,18 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
     });
     return c.sock.sendAll(&reply, sizeof reply, deadline, abort, who);
   }
+  if (h.kind == kLink) return linkAccept(comm, st, c, h, deadline, abort);
   std::string dropped;
   ncclResult_t r = ncclSuccess;
-  if (h.window && h.kind == kPut) {
+  if (h.window && (h.kind == kPut || h.kind == kLinkPut)) {
     withWindow(comm, h.window - 1, [&](const WindowView* w) {
-      if (w && h.offset <= w->size && h.bytes <= w->size - h.offset) {
-        r = c.sock.recvAll((char*)w->buff + h.offset, h.bytes, deadline, abort, who);
-        return;
-      }
-      char buf[4096];
-      dropped = w ? "window " + std::to_string(h.window - 1) + " of rank " + std::to_string(comm->rank) + " has " +
-                        std::to_string(w->size) + " bytes"
-                  : "rank " + std::to_string(comm->rank) + " has no window " + std::to_string(h.window - 1) +
-                        " (windows are matched by registration order)";
-      for (uint64_t left = h.bytes; left && r == ncclSuccess; left -= std::min<uint64_t>(left, sizeof buf))
-        r = c.sock.recvAll(buf, std::min<uint64_t>(left, sizeof buf), deadline, abort, who);
+      const bool fits = w && h.offset <= w->size && h.bytes <= w->size - h.offset;
+      if (!fits)
+        dropped = w ? "window " + std::to_string(h.window - 1) + " of rank " + std::to_string(comm->rank) + " has " +
+                          std::to_string(w->size) + " bytes"
+                    : "rank " + std::to_string(comm->rank) + " has no window " + std::to_string(h.window - 1) +
+                          " (windows are matched by registration order)";
+      r = takePut(comm, st, c, h, fits ? (char*)w->buff + h.offset : nullptr, deadline, abort);
     });
   }
   NCCLCHECK(r);
@@ -336,6 +455,45 @@ ncclResult_t directWindow(ncclComm* comm, int peer, OutPeer& p, uint64_t index, 
   return ncclSuccess;
 }
 
+// A put through this rank's connector to peer (made with the peer's service on the first such put): its header on the
+// socket, then its bytes through the connector; returns once they are all in the connector's slots.
+ncclResult_t linkPut(ncclComm* comm, RmaState* st, int peer, OutPeer& p, const RmaHeader& h, const void* data,
+                     const Deadline& deadline, AbortFlag abort, const char* who) {
+  if (!st->linkPeers[(size_t)peer].send.connected) {
+    Connection conn;
+    LinkReply reply{};
+    plexusConnectInfo_v1_t mine{};
+    NCCLCHECK(transportSetupOne(comm, peer, linkChannel(comm), true, &conn, &mine));
+    const RmaHeader ask{kRmaMagic, -1, 0, kLink, 0, 0, sizeof mine};
+    ncclResult_t r = p.sock.sendAll(&ask, sizeof ask, deadline, abort, who);
+    if (r == ncclSuccess) r = p.sock.sendAll(&mine, sizeof mine, deadline, abort, who);
+    if (r == ncclSuccess) r = p.sock.recvAll(&reply, sizeof reply, deadline, abort, who);
+    if (r == ncclSuccess && !reply.ok)
+      r = setError(comm, ncclRemoteError, "ncclPutSignal: rank %d cannot take rank %d's puts through a transport: %.*s",
+                   peer, comm->rank, (int)sizeof reply.why, reply.why);
+    if (r == ncclSuccess) r = linkConnect(comm, st, p.sock, conn, reply.info, deadline, abort, who);
+    if (r != ncclSuccess) {
+      dropLink(comm, st, std::move(conn));
+      return r;
+    }
+    keepLink(st, std::move(conn));
+  }
+  RmaHeader put = h;
+  put.kind = kLinkPut;
+  NCCLCHECK(p.sock.sendAll(&put, sizeof put, deadline, abort, who));
+  {
+    ProxyActivity moving(st->linkProxied[(size_t)peer * 2 + 1]);
+    dev::Primitives<int8_t, dev::FuncSum<int8_t>> prims(&comm->devComm, &st->linkSend, 0, 1, nullptr, 0, &peer, 1,
+                                                       data, nullptr, 0);
+    prims.send(0, h.bytes);
+  }
+  if (st->linkSend.status != PLEXUS_CHANNEL_OK)
+    return setError(comm, ncclRemoteError, "ncclPutSignal: rank %d's put of %llu bytes to rank %d stopped: %s",
+                    comm->rank, (unsigned long long)h.bytes, peer, linkStopped(st->linkSend));
+  st->transportBytes += h.bytes;
+  return ncclSuccess;
+}
+
 // Writes one operation to peer, connecting on first use: a put's bytes straight into the window where this rank
 // can reach it, else on the connection; then the signal, into the peer's board where it can, else on the connection.
 ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* data) {
@@ -376,6 +534,8 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
     RmaHeader signal = h;
     signal.kind = kDirect;
     r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who);
+  } else if (r == ncclSuccess && h.window && (int64_t)h.bytes > st->inlineBytes) {
+    r = linkPut(comm, st, peer, p, h, data, deadline, abort, who);
   } else if (r == ncclSuccess) {
     if (h.bytes <= kSmallPut) {  // one segment: header and bytes together
       char msg[sizeof(RmaHeader) + kSmallPut];
@@ -386,7 +546,7 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
       r = p.sock.sendAll(&h, sizeof h, deadline, abort, who);
       if (r == ncclSuccess) r = p.sock.sendAll(data, h.bytes, deadline, abort, who);
     }
-    if (r == ncclSuccess) st->serviceBytes += h.bytes;
+    if (r == ncclSuccess) st->socketBytes += h.bytes;
   }
   if (r != ncclSuccess) p.sock.close();  // a partial operation leaves the stream unusable
   return r;
@@ -503,6 +663,7 @@ ncclResult_t rmaInit(ncclComm* comm, SocketAddress* addr) {
   auto* st = new RmaState();
   comm->rma = st;
   st->bootstrapSeconds = bootstrapTimeout();
+  st->inlineBytes = std::max<int64_t>(0, envInt("RMA_INLINE_BYTES", kInlineDefault));
   *addr = comm->bootstrap->address();  // the bootstrap's interface, chosen once
   setAddressPort(addr, 0);
   NCCLCHECK(st->listen.listen(*addr));
@@ -514,6 +675,13 @@ void rmaSetPeers(ncclComm* comm, const SocketAddress* addrs) {
   RmaState* st = stateOf(comm);
   st->peers.assign(addrs, addrs + comm->nRanks);
   st->out.clear();
+  st->linkPeers.assign((size_t)comm->nRanks, plexusDevChannelPeer_v1_t{});
+  st->linkProxied.assign((size_t)comm->nRanks * 2, 0);
+  for (plexusDevChannel_v1_t* ch : {&st->linkSend, &st->linkRecv}) {
+    ch->peers = st->linkPeers.data();
+    ch->id = linkChannel(comm);
+    ch->waitPeer = -1;
+  }
   for (int r = 0; r < comm->nRanks; r++) {
     st->out.push_back(std::make_unique<OutPeer>());
     st->out.back()->who = "rank " + std::to_string(r) + "'s one-sided endpoint";
@@ -535,14 +703,16 @@ void rmaStart(ncclComm* comm) {
   });
 }
 
-void rmaFree(ncclComm* comm) {
+bool rmaFree(ncclComm* comm) {
   RmaState* st = stateOf(comm);
-  if (!st) return;
+  if (!st) return true;
   __atomic_store_n(&st->stopFlag, 1, __ATOMIC_RELEASE);
   if (st->service.joinable()) st->service.join();
+  const bool released = transportFree(comm, st->links);
   if (st->board) sharedMemDestroy(st->boardMem);
   delete st;
   comm->rma = nullptr;
+  return released;
 }
 
 }  // namespace plexus
@@ -618,9 +788,12 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclCo
 
 extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetRmaStats(ncclComm_t comm,
                                                                                       uint64_t* directBytes,
-                                                                                      uint64_t* serviceBytes) {
+                                                                                      uint64_t* socketBytes,
+                                                                                      uint64_t* transportBytes) {
   NCCLCHECK(checkComm(comm, "plexusCommGetRmaStats"));
-  if (directBytes) *directBytes = comm->rma ? comm->rma->directBytes.load() : 0;
-  if (serviceBytes) *serviceBytes = comm->rma ? comm->rma->serviceBytes.load() : 0;
+  RmaState* st = comm->rma;
+  if (directBytes) *directBytes = st ? st->directBytes.load() : 0;
+  if (socketBytes) *socketBytes = st ? st->socketBytes.load() : 0;
+  if (transportBytes) *transportBytes = st ? st->transportBytes.load() : 0;
   return ncclSuccess;
 }

@@ -52,8 +52,75 @@ void* commCtxOf(ncclComm* comm, const TransportPlugin* t) {
 void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, const char* why) {
   auto* comm = (ncclComm*)owner;
   // The peer's other partners may wait on ranks that are fine, for ever: tell every rank.
-  commFail(comm, result, true, -1, "rank %d: the connection %s %s on channel %d failed: %s", comm->rank,
-           conn.isSend ? "to" : "from", describeRank(comm, conn.peer).c_str(), conn.channel, why);
+  const std::string where = conn.channel < comm->channels.count ? "on channel " + std::to_string(conn.channel)
+                                                                  : std::string("for one-sided puts");
+  commFail(comm, result, true, -1, "rank %d: the connection %s %s %s failed: %s", comm->rank,
+           conn.isSend ? "to" : "from", describeRank(comm, conn.peer).c_str(), where.c_str(), why);
+}
+
+// Sets up one connector with the transport that serves peer: *mine is this side's connect info for the peer.
+ncclResult_t setupConnection(ncclComm* comm, int peer, int channel, bool isSend, Connection* conn,
+                             plexusConnectInfo_v1_t* mine) {
+  conn->isSend = isSend;
+  conn->channel = channel;
+  conn->peer = peer;
+  NCCLCHECK(pickTransport(comm, peer, &conn->transport));
+  plexusTransportSetup_v1_t setup{};
+  setup.self = &comm->peerInfo[comm->rank];
+  setup.peer = &comm->peerInfo[peer];
+  setup.channelId = channel;
+  setup.commCtx = commCtxOf(comm, conn->transport);
+  setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
+  setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
+  setup.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
+  const plexusTransport_v1_t* api = conn->transport->api;
+  const ncclResult_t r = isSend ? api->sendSetup(conn->transport->ctx, &setup, mine, &conn->resources)
+                                : api->recvSetup(conn->transport->ctx, &setup, mine, &conn->resources);
+  if (r != ncclSuccess)
+    return setError(comm, r, "rank %d: transport %s could not set up the %s connector with rank %d on channel %d",
+                    comm->rank, api->name, isSend ? "send" : "recv", peer, channel);
+  return ncclSuccess;
+}
+
+// One call of the connector's connect: ncclInProgress while it waits for the peer. Once connected, a proxy-driven
+// connector is handed to the proxy.
+ncclResult_t connectStep(ncclComm* comm, Connection& conn, const plexusConnectInfo_v1_t& theirs,
+                         plexusDevConnector_v1_t* connector) {
+  const plexusTransport_v1_t* api = conn.transport->api;
+  const ncclResult_t r = conn.isSend ? api->sendConnect(conn.resources, &theirs, &connector->conn)
+                                     : api->recvConnect(conn.resources, &theirs, &connector->conn);
+  if (r == ncclInProgress) return r;
+  if (r != ncclSuccess)
+    return setError(comm, r, "rank %d: transport %s could not connect the %s connector with rank %d on channel %d",
+                    comm->rank, api->name, conn.isSend ? "send" : "recv", conn.peer, conn.channel);
+  if (connector->conn.stepSize <= 0)
+    return setError(comm, ncclInternalError, "rank %d: transport %s left a step size of %d on channel %d",
+                    comm->rank, api->name, connector->conn.stepSize, conn.channel);
+  connector->connected = 1;
+  if (!api->proxyProgress) return ncclSuccess;
+  conn.proxy = std::make_unique<ProxyConnection>();
+  ProxyConnection& pc = *conn.proxy;
+  pc.api = api;
+  pc.resources = conn.resources;
+  pc.abortFlag = &comm->abortFlag;
+  pc.onError = proxyError;
+  pc.owner = comm;
+  pc.peer = conn.peer;
+  pc.channel = conn.channel;
+  pc.isSend = conn.isSend;
+  if (comm->backend == plexusBackendHost && conn.channel < comm->channels.count) {
+    pc.profile = std::make_unique<ProxyProfile>(comm, &connector->conn, conn.peer, conn.channel, conn.isSend);
+    if (api == &netTransport) netTransportSetProfile(conn.resources, pc.profile.get());
+    std::lock_guard<std::mutex> lock(comm->proxyProfilesMutex);
+    comm->proxyProfiles.resize(comm->channels.count);
+    comm->proxyProfiles[conn.channel].push_back(&pc);
+  }
+  proxyAdd(&pc);
+  // The proxy thread needs a core too (within a node this is known only now, a proxy-driven transport having
+  // been chosen for a peer): waits that spin long would starve it.
+  if (comm->proxyConnections++ == 0)
+    __atomic_store_n(&comm->devComm.spinPolls, commSpinPolls(comm), __ATOMIC_RELAXED);
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -82,26 +149,8 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
   const size_t first = comm->channels.connections.size();
   std::vector<plexusConnectInfo_v1_t> mine(requests.size()), theirs(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
-    const ConnectRequest& req = requests[i];
     Connection conn;
-    conn.isSend = req.isSend;
-    conn.channel = req.channel;
-    conn.peer = req.peer;
-    NCCLCHECK(pickTransport(comm, req.peer, &conn.transport));
-    plexusTransportSetup_v1_t setup{};
-    setup.self = &comm->peerInfo[comm->rank];
-    setup.peer = &comm->peerInfo[req.peer];
-    setup.channelId = req.channel;
-    setup.commCtx = commCtxOf(comm, conn.transport);
-    setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
-    setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
-    setup.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
-    const plexusTransport_v1_t* api = conn.transport->api;
-    ncclResult_t r = req.isSend ? api->sendSetup(conn.transport->ctx, &setup, &mine[i], &conn.resources)
-                                : api->recvSetup(conn.transport->ctx, &setup, &mine[i], &conn.resources);
-    if (r != ncclSuccess)
-      return setError(comm, r, "rank %d: transport %s could not set up the %s connector with rank %d on channel %d",
-                      comm->rank, api->name, req.isSend ? "send" : "recv", req.peer, req.channel);
+    NCCLCHECK(setupConnection(comm, requests[i].peer, requests[i].channel, requests[i].isSend, &conn, &mine[i]));
     comm->channels.connections.push_back(std::move(conn));
   }
   for (size_t i = 0; i < requests.size(); i++)
@@ -126,42 +175,9 @@ ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>&
       const ConnectRequest& req = requests[i];
       Connection& conn = comm->channels.connections[first + i];
       plexusDevChannelPeer_v1_t& peer = comm->channels.peers[req.channel][req.peer];
-      plexusDevConnector_v1_t& connector = req.isSend ? peer.send : peer.recv;
-      const plexusTransport_v1_t* api = conn.transport->api;
-      ncclResult_t r = req.isSend ? api->sendConnect(conn.resources, &theirs[i], &connector.conn)
-                                  : api->recvConnect(conn.resources, &theirs[i], &connector.conn);
+      const ncclResult_t r = connectStep(comm, conn, theirs[i], req.isSend ? &peer.send : &peer.recv);
       if (r == ncclInProgress) continue;
-      if (r != ncclSuccess)
-        return setError(comm, r, "rank %d: transport %s could not connect the %s connector with rank %d on channel %d",
-                        comm->rank, api->name, req.isSend ? "send" : "recv", req.peer, req.channel);
-      if (connector.conn.stepSize <= 0)
-        return setError(comm, ncclInternalError, "rank %d: transport %s left a step size of %d on channel %d",
-                        comm->rank, api->name, connector.conn.stepSize, req.channel);
-      connector.connected = 1;
-      if (api->proxyProgress) {
-        conn.proxy = std::make_unique<ProxyConnection>();
-        ProxyConnection& pc = *conn.proxy;
-        pc.api = api;
-        pc.resources = conn.resources;
-        pc.abortFlag = &comm->abortFlag;
-        pc.onError = proxyError;
-        pc.owner = comm;
-        pc.peer = req.peer;
-        pc.channel = req.channel;
-        pc.isSend = req.isSend;
-        if (comm->backend == plexusBackendHost) {
-          pc.profile = std::make_unique<ProxyProfile>(comm, &connector.conn, req.peer, req.channel, req.isSend);
-          if (api == &netTransport) netTransportSetProfile(conn.resources, pc.profile.get());
-          std::lock_guard<std::mutex> lock(comm->proxyProfilesMutex);
-          comm->proxyProfiles.resize(comm->channels.count);
-          comm->proxyProfiles[req.channel].push_back(&pc);
-        }
-        proxyAdd(&pc);
-        // The proxy thread needs a core too (within a node this is known only now, a proxy-driven transport
-        // having been chosen for a peer): waits that spin long would starve it.
-        if (comm->proxyConnections++ == 0)
-          __atomic_store_n(&comm->devComm.spinPolls, commSpinPolls(comm), __ATOMIC_RELAXED);
-      }
+      NCCLCHECK(r);
       done[i] = true;
       left--;
     }
@@ -218,22 +234,40 @@ ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectReques
   return ncclSuccess;
 }
 
-bool transportFreeAll(ncclComm* comm) {
+ncclResult_t transportSetupOne(ncclComm* comm, int peer, int channel, bool isSend, Connection* conn,
+                               plexusConnectInfo_v1_t* mine) {
+  return setupConnection(comm, peer, channel, isSend, conn, mine);
+}
+
+ncclResult_t transportConnectOne(ncclComm* comm, Connection& conn, const plexusConnectInfo_v1_t& theirs,
+                                 plexusDevConnector_v1_t* connector, const Deadline& deadline) {
+  for (uint32_t iter = 0;; iter++) {
+    const ncclResult_t r = connectStep(comm, conn, theirs, connector);
+    if (r != ncclInProgress) return r;
+    if (dev::loadRelaxed(&comm->abortFlag))
+      return setError(comm, ncclInternalError, "rank %d: connecting was aborted", comm->rank);
+    if (deadline.expired())
+      return setError(comm, ncclSystemError,
+                      "rank %d: the %s connector with rank %d (channel %d) still not established after %.0f s: the "
+                      "peer did not answer through the %s transport; check that it runs and can reach this node, or "
+                      "raise PLEXUS_TIMEOUT", comm->rank, conn.isSend ? "send" : "recv", conn.peer, conn.channel,
+                      deadline.seconds(), conn.transport->api->name);
+    dev::backoff(iter);
+  }
+}
+
+bool transportFree(ncclComm* comm, std::vector<Connection>& connections) {
   // What kernels handed the proxy leaves before its connections close (peers may still be receiving).
   std::vector<ProxyConnection*> proxied;
-  for (Connection& conn : comm->channels.connections)
+  for (Connection& conn : connections)
     if (conn.proxy) proxied.push_back(conn.proxy.get());
   if (!proxied.empty() && !proxyDrain(proxied, bootstrapTimeout(), &comm->abortFlag))
     WARN("rank %d: closing connections with data not yet delivered to their peers (aborted, or not delivered "
          "within %d s)", comm->rank, bootstrapTimeout());
-  {
-    std::lock_guard<std::mutex> lock(comm->proxyProfilesMutex);
-    comm->proxyProfiles.clear();
-  }
   // One deadline for all: a plugin call that blocks the proxy must not hold up an abort per connection.
   const auto removeBy = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   bool released = true;
-  for (Connection& conn : comm->channels.connections) {
+  for (Connection& conn : connections) {
     if (conn.proxy) {
       comm->proxyConnections--;
       if (!proxyRemove(conn.proxy.get(), removeBy)) {
@@ -252,8 +286,16 @@ bool transportFreeAll(ncclComm* comm) {
     (conn.isSend ? api->sendFree : api->recvFree)(conn.resources);
     conn.resources = nullptr;
   }
-  comm->channels.connections.clear();
+  connections.clear();
   return released;
+}
+
+bool transportFreeAll(ncclComm* comm) {
+  {
+    std::lock_guard<std::mutex> lock(comm->proxyProfilesMutex);
+    comm->proxyProfiles.clear();
+  }
+  return transportFree(comm, comm->channels.connections);
 }
 
 }  // namespace plexus
