@@ -5,9 +5,10 @@
 #   scripts/bench-rma.sh [node|nodes] [maxbytes=16M]
 #
 # node: both ranks on one node (Plexus writes the peer's ncclMemAlloc window directly; MPI its shared-memory path).
-# nodes: two "nodes" of one machine over TCP on loopback (PLEXUS_HOSTID differs per rank: Plexus puts go through the
-# peer's one-sided service; Open MPI is held to TCP: --mca pml ob1 --mca btl tcp,self --mca osc pt2pt).
-# Environment: BUILD_DIR (./build).
+# nodes: two "nodes" of one machine over TCP on loopback (PLEXUS_HOSTID differs per rank: Plexus puts up to
+# PLEXUS_RMA_INLINE_BYTES (4 KiB) ride with their header on the one-sided socket, larger ones go through the net
+# transport, here the built-in socket net; Open MPI is held to TCP: --mca pml ob1 --mca btl tcp,self --mca osc pt2pt).
+# Environment: BUILD_DIR (./build), PLEXUS_RMA_INLINE_BYTES.
 set -euo pipefail
 mode=${1:-node}
 max=${2:-16M}

@@ -444,6 +444,54 @@ TEST_CASE("ncclPutSignal / ncclSignal / ncclWaitSignal: processes, on one node a
   CHECK(harness::runProcesses("nccl230-one-sided-2", 4, 120, 2) == 0);
 }
 
+namespace {
+
+// Rank 1 takes one put through the net transport's connector, then dies; rank 0's next put, larger than the
+// connector's slots hold, must fail with a message naming what happened, within the communicator's timeout.
+harness::Scenario processDeadTarget("nccl230-one-sided-dead-target", [](int rank, int nranks, ncclComm_t comm,
+                                                                         cudaStream_t stream) -> long {
+  long bad = 0;
+  const size_t bytes = 32 << 20;
+  std::vector<char> window(bytes), src(bytes, 7);
+  ncclWindow_t w = nullptr;
+  CHECK_NCCL(ncclCommWindowRegister(comm, window.data(), bytes, &w, NCCL_WIN_DEFAULT));
+  CHECK_NCCL(plexusCommSetTimeout(comm, 3.0));
+  std::vector<int> sync(1, 0);
+  CHECK_NCCL(ncclAllReduce(sync.data(), sync.data(), 1, ncclInt32, ncclSum, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  if (rank == 1) {
+    ncclWaitSignalDesc_t d{1, 0, 0, 0};
+    CHECK_NCCL(ncclWaitSignal(1, &d, comm, stream));
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    bad += window[8191] != 7;
+    if (!harness::processBarrier(rank, nranks, "took one")) bad++;
+    _exit(bad ? 1 : 0);  // dies: no destroy, its sockets close with the process
+  }
+  CHECK_NCCL(ncclPutSignal(src.data(), 8192, ncclInt8, 1, w, 0, 0, 0, 0, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  uint64_t transport = 0;
+  CHECK_NCCL(plexusCommGetRmaStats(comm, nullptr, nullptr, &transport));
+  bad += transport != 8192;
+  if (!harness::processBarrier(rank, nranks, "took one")) bad++;
+  const auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclPutSignal(src.data(), bytes, ncclInt8, 1, w, 0, 0, 0, 0, comm, stream);
+  if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string why = ncclGetLastError(comm);
+  fprintf(stderr, "rank 0: a put to a dead rank: %s after %.1f s: %s\n", ncclGetErrorString(r), took, why.c_str());
+  bad += r == ncclSuccess;
+  bad += took > 10;
+  bad += why.find("rank 1") == std::string::npos;
+  ncclCommAbort(comm);
+  _exit(bad ? 1 : 0);  // the harness's destroy would find the communicator aborted
+});
+
+}  // namespace
+
+TEST_CASE("ncclPutSignal: a put through the net transport to a rank that died fails with a message") {
+  CHECK(harness::runProcesses("nccl230-one-sided-dead-target", 2, 60, 1) == 0);
+}
+
 TEST_CASE("ncclPutSignal: puts the origin cannot write itself go through the transports (shared memory, net)") {
   // Windows in ordinary memory: between processes of a node the p2p transport's connectors carry the large puts,
   // between nodes the net transport's (socket net, through the proxy).

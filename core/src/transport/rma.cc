@@ -222,8 +222,10 @@ ncclResult_t linkConnect(ncclComm* comm, RmaState* st, Socket& sock, Connection&
   return ncclSuccess;
 }
 
-// Why a put stopped on a one-sided channel.
-const char* linkStopped(const plexusDevChannel_v1_t& ch) {
+// Why a put stopped on a one-sided channel: the communicator's failure where it has one (a connector the proxy found
+// broken aborts it), else the channel's.
+std::string linkStopped(ncclComm* comm, const plexusDevChannel_v1_t& ch) {
+  if (comm->asyncError.load() != ncclSuccess) return lastError(comm);
   return ch.status == PLEXUS_CHANNEL_TIMEOUT ? "the peer moved nothing within the communicator's timeout (dead, or "
                                                "stuck)"
          : ch.status == PLEXUS_CHANNEL_ABORTED ? "the communicator was aborted"
@@ -277,7 +279,7 @@ ncclResult_t takePut(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader& h
   }
   if (st->linkRecv.status != PLEXUS_CHANNEL_OK)
     return setError(comm, ncclRemoteError, "one-sided: rank %d: rank %d's put of %llu bytes stopped: %s", comm->rank,
-                    c.peer, (unsigned long long)h.bytes, linkStopped(st->linkRecv));
+                    c.peer, (unsigned long long)h.bytes, linkStopped(comm, st->linkRecv).c_str());
   return ncclSuccess;
 }
 
@@ -489,7 +491,7 @@ ncclResult_t linkPut(ncclComm* comm, RmaState* st, int peer, OutPeer& p, const R
   }
   if (st->linkSend.status != PLEXUS_CHANNEL_OK)
     return setError(comm, ncclRemoteError, "ncclPutSignal: rank %d's put of %llu bytes to rank %d stopped: %s",
-                    comm->rank, (unsigned long long)h.bytes, peer, linkStopped(st->linkSend));
+                    comm->rank, (unsigned long long)h.bytes, peer, linkStopped(comm, st->linkSend).c_str());
   st->transportBytes += h.bytes;
   return ncclSuccess;
 }
