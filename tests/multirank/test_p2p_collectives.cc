@@ -130,12 +130,10 @@ TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as thr
 }
 
 TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as processes (2, 3)") {
-  setenv("PLEXUS_CMA", "1", 1);  // malloc'ed buffers: single copy by process_vm_writev, whatever it costs here
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("p2p-collectives", n) == 0);
   }
-  unsetenv("PLEXUS_CMA");
 }
 
 TEST_CASE("AllGather and Broadcast as point-to-point: not with PLEXUS_P2P_COLLECTIVES=0, nor when NCCL_ALGO decides") {

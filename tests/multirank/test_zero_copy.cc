@@ -104,8 +104,8 @@ bool denyProcessVmWritev() {
 }
 
 // Processes: registered ncclMemAlloc buffers go zero-copy (mapped memfd); malloc'ed ones too through
-// process_vm_writev with PLEXUS_CMA=1, unless the kernel refuses (PLEXUS_TEST_DENY_CMA=1); with PLEXUS_CMA=0 the
-// slots carry them; unset, p2p-nvlink decides once per process (all of them one way). The data is right either way.
+// process_vm_writev, unless PLEXUS_CMA=0 or the kernel refuses (PLEXUS_TEST_DENY_CMA=1): then the
+// slots carry them, and the data is right either way.
 long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   const char* cma = getenv("PLEXUS_CMA");
   const char* deny = getenv("PLEXUS_TEST_DENY_CMA");
@@ -114,8 +114,7 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
     fprintf(stderr, "rank %d: cannot install the seccomp filter: %s\n", rank, strerror(errno));
     return 1;
   }
-  const bool decided = cma && *cma;
-  const bool viaCma = decided && !strcmp(cma, "1") && !denied;
+  const bool viaCma = !(cma && !strcmp(cma, "0")) && !denied;
   const size_t count = 100000;  // 400 KB per pair
   long bad = 0;
   uint64_t zc = 0;
@@ -127,7 +126,7 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
     bad++;
   }
   bad += exchange(rank, nranks, comm, stream, count, false, &zc);
-  if (decided ? zc != (viaCma ? expect : 0) : zc != expect && zc != 0) {
+  if (zc != (viaCma ? expect : 0)) {
     fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes, expected %llu\n",
             rank, (unsigned long long)zc, (unsigned long long)(viaCma ? expect : 0));
     bad++;
@@ -156,14 +155,10 @@ TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's bu
 
 TEST_CASE("zero-copy point-to-point between processes (2, 3): ncclMemAlloc memory mapped, any memory by "
           "process_vm_writev") {
-  setenv("PLEXUS_CMA", "1", 1);
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("zero-copy-processes", n) == 0);
   }
-  // Unset: where process_vm_writev pays, as p2p-nvlink measures it.
-  unsetenv("PLEXUS_CMA");
-  CHECK(harness::runProcesses("zero-copy-processes", 2) == 0);
 }
 
 TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev (PLEXUS_CMA=0, or refused by "
@@ -173,9 +168,7 @@ TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev
     const std::string kv = var;
     const std::string k = kv.substr(0, kv.find('=')), v = kv.substr(kv.find('=') + 1);
     setenv(k.c_str(), v.c_str(), 1);
-    if (k != "PLEXUS_CMA") setenv("PLEXUS_CMA", "1", 1);  // offered, then refused by the kernel
     CHECK(harness::runProcesses("zero-copy-processes", 3) == 0);
     unsetenv(k.c_str());
-    unsetenv("PLEXUS_CMA");
   }
 }

@@ -259,7 +259,6 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
     info.netName = netName.empty() ? nullptr : netName.c_str();
     info.netPlugin = netPlugin.empty() ? nullptr : netPlugin.c_str();
     info.trafficClass = comm->options.trafficClass;
-    info.coresShared = comm->topo.coresShared(comm->channels.count) ? 1 : 0;
     NCCLCHECK(transportCommInit(comm, info));
   }
   NCCLCHECK(setupAlgorithms(comm));

@@ -57,9 +57,7 @@ typedef struct plexusTransportComm_v1 {
   int nLocalRanks;
   const char* netName;   /* NCCL_NET / ncclConfig_t.netName: the net plugin wanted by name; NULL: any */
   int trafficClass;      /* ncclConfig_t.trafficClass, or -1 */
-  int coresShared;       /* 1: the machine's ranks (each with its host channels) outnumber the cores they may run on
-                            together (the union of their CPU affinity masks): a copy on the receiving side takes a
-                            core from some rank. Older cores leave it 0 (it was padding). */
+  int pad0;
   const char* netPlugin; /* NCCL_NET_PLUGIN, or the configuration's plugins.net; NULL: the default */
 } plexusTransportComm_v1_t;
 

@@ -43,27 +43,11 @@ struct Resources {
   int buffSizes[PLEXUS_NUM_PROTOCOLS];
   plexusPeerInfo_v1_t self, peer;
   bool cmaOk = false;    // receiver: the sender may write this process's memory with process_vm_writev
-  bool coresShared = false;  // the communicator's ranks outnumber their cores (plexusTransportComm_v1_t)
   PeerMemory peerMemory;  // sender: the receiver's registered allocations mapped so far
   CudaConn* cuda = nullptr;  // a CUDA connection (cuda_conn.h): everything above is unused
 };
 
 bool sameProcess(const Resources* res) { return res->self.pidHash == res->peer.pidHash; }
-
-// What a communicator tells the transport that its connections need.
-struct CommCtx {
-  bool coresShared;
-};
-
-ncclResult_t commInit(void*, const plexusTransportComm_v1_t* comm, void** commCtx) {
-  *commCtx = new (std::nothrow) CommCtx{comm->coresShared != 0};
-  return *commCtx ? ncclSuccess : ncclSystemError;
-}
-
-ncclResult_t commFinalize(void* commCtx) {
-  delete static_cast<CommCtx*>(commCtx);
-  return ncclSuccess;
-}
 
 ncclResult_t init(void** ctx, ncclDebugLogger_t log) {
   logger = log;
@@ -107,7 +91,6 @@ ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* setup, plexusConn
   res->isSend = false;
   res->self = *setup->self;
   res->peer = *setup->peer;
-  res->coresShared = setup->commCtx && static_cast<const CommCtx*>(setup->commCtx)->coresShared;
   size_t total = kCtrlBytes;
   RecvInfo ri{};
   for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
@@ -203,10 +186,8 @@ ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   conn->flags = sameProcess(res) ? PLEXUS_CONN_P2P_SAME_SPACE : 0;
   // Pids mean the same only on one machine, in one pid namespace.
   const uint64_t ns = pidNamespace();
-  const CmaMode cma = cmaMode();
-  res->cmaOk = !sameProcess(res) && cma != CmaMode::kOff && ns && si.pidNs == ns &&
-               res->self.machineHash == res->peer.machineHash && res->self.pid != res->peer.pid &&
-               (cma == CmaMode::kOn || res->coresShared || cmaPays());
+  res->cmaOk = !sameProcess(res) && cmaEnabled() && ns && si.pidNs == ns &&
+               res->self.machineHash == res->peer.machineHash && res->self.pid != res->peer.pid;
   return ncclSuccess;
 }
 
@@ -293,8 +274,8 @@ extern "C" __attribute__((visibility("default"))) const plexusTransport_v1_t ple
     p2p::freeResources,
     nullptr,
     p2p::finalize,
-    p2p::commInit,
-    p2p::commFinalize,
+    nullptr,
+    nullptr,
     p2p::p2pDescribe,
     p2p::p2pWrite,
 };

@@ -6,52 +6,19 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "log.h"
 
 namespace p2p {
 
-CmaMode cmaMode() {
+bool cmaEnabled() {
   const char* v = getenv("PLEXUS_CMA");
   if (!v) v = getenv("NCCL_CMA");
-  return !v || !*v ? CmaMode::kAuto : atoi(v) != 0 ? CmaMode::kOn : CmaMode::kOff;
-}
-
-bool cmaPays() {
-  static const bool pays = [] {
-    constexpr size_t kBytes = 256 << 10;
-    std::vector<char> src(kBytes, 1), dst(kBytes, 0);
-    const uint64_t self = (uint64_t)getpid(), to = (uint64_t)(uintptr_t)dst.data();
-    bool written = cmaWrite(self, to, src.data(), kBytes);  // first touch: the pages exist before the timing
-    double cma = 1e9, copy = 1e9;
-    for (int i = 0; i < 8 && written; i++) {
-      auto t0 = std::chrono::steady_clock::now();
-      written = cmaWrite(self, to, src.data(), kBytes);
-      auto t1 = std::chrono::steady_clock::now();
-      memcpy(dst.data(), src.data(), kBytes);
-      asm volatile("" : : "r"(dst.data()) : "memory");  // the copy is not elided
-      auto t2 = std::chrono::steady_clock::now();
-      cma = std::min(cma, std::chrono::duration<double, std::micro>(t1 - t0).count());
-      copy = std::min(copy, std::chrono::duration<double, std::micro>(t2 - t1).count());
-    }
-    const bool yes = written && cma < 2 * copy;
-    if (written)
-      P2P_INFO("p2p-nvlink: process_vm_writev of 256 KiB takes %.1f us, memcpy %.1f us: single copy between "
-               "processes %s (PLEXUS_CMA=1 or 0 decides instead)", cma, copy,
-               yes ? "used" : "only where ranks share cores; two copies through the slots otherwise");
-    else
-      P2P_INFO("p2p-nvlink: process_vm_writev refused (%s): messages between processes go through the slots",
-               strerror(errno));
-    return yes;
-  }();
-  return pays;
+  return !v || atoi(v) != 0;
 }
 
 uint64_t pidNamespace() {

@@ -1,7 +1,7 @@
 // Zero-copy point-to-point between processes of one machine on the host backend, the capability p2p-nvlink gives
 // the shared step loop (transport_v1's p2pDescribe / p2pWrite): a receiver's registered ncclMemAlloc memory, which
 // the sender maps through /proc/<pid>/fd/<fd>, or any receive buffer, which the sender writes with
-// process_vm_writev (one copy, as MPI's CMA path) where that pays: see cmaPays.
+// process_vm_writev (one copy, as MPI's CMA path; PLEXUS_CMA=0 turns it off).
 #pragma once
 
 #include <plexus/device_v1.h>
@@ -13,15 +13,8 @@
 
 namespace p2p {
 
-// PLEXUS_CMA (else NCCL_CMA): 0 never, 1 always; unset: where it pays.
-enum class CmaMode { kOff, kOn, kAuto };
-CmaMode cmaMode();
-// Whether process_vm_writev's one copy costs less than the two copies through the slots it replaces when each copy
-// has a core of its own. It pins every page it writes, which in a VM (nested page tables) can cost more than the
-// copy itself: measured once per process, 256 KiB written into this process's own memory against memcpy, and
-// logged. Where the ranks share cores it pays anyway: the receiver's copy would take a core from a rank, and each
-// slot waits for the receiver to be scheduled.
-bool cmaPays();
+// PLEXUS_CMA (else NCCL_CMA), default on.
+bool cmaEnabled();
 // This process's pid namespace (its inode), 0 when unknown: pids of two processes mean the same only within one.
 uint64_t pidNamespace();
 // Writes bytes from src to addr in process pid; false, with errno, when the kernel refuses.
