@@ -160,11 +160,11 @@ struct RmaState {
   std::string error;  // the first put the service had to drop, for the waits to report
   std::atomic<uint64_t> directBytes{0}, socketBytes{0}, transportBytes{0};
   // Connectors for puts through a transport: [rank].send carries this rank's puts to rank, [rank].recv rank's puts
-  // here; made on an origin's first such put (its side by the origin, the target's by the service). Sends (any
-  // stream's thread) and receives (the service) stop on channels of their own.
+  // here; made on an origin's first such put (its side by the origin, the target's by the service). Each direction
+  // of each peer has a channel of its own (what a wait that fails marks): one transfer at a time uses it.
   int64_t inlineBytes = kInlineDefault;
   std::vector<plexusDevChannelPeer_v1_t> linkPeers;
-  plexusDevChannel_v1_t linkSend{}, linkRecv{};
+  std::vector<plexusDevChannel_v1_t> linkChannels;  // [rank * 2 + isSend]
   std::mutex linksMutex;
   std::vector<Connection> links;
   std::vector<char> linkProxied;  // [rank * 2 + isSend]: the connector is moved by the proxy
@@ -222,14 +222,36 @@ ncclResult_t linkConnect(ncclComm* comm, RmaState* st, Socket& sock, Connection&
   return ncclSuccess;
 }
 
-// Why a put stopped on a one-sided channel: the communicator's failure where it has one (a connector the proxy found
-// broken aborts it), else the channel's.
-std::string linkStopped(ncclComm* comm, const plexusDevChannel_v1_t& ch) {
-  if (comm->asyncError.load() != ncclSuccess) return lastError(comm);
-  return ch.status == PLEXUS_CHANNEL_TIMEOUT ? "the peer moved nothing within the communicator's timeout (dead, or "
-                                               "stuck)"
-         : ch.status == PLEXUS_CHANNEL_ABORTED ? "the communicator was aborted"
-                                               : "the connector failed";
+// Moves a put's bytes through the connector with peer (this rank's sending side, or its receiving side) with the
+// primitives every collective uses. Its waits end after transferSeconds, so a service whose origin went quiet stops
+// (a destroy never waits for ever). On failure *why says what happened, and the connector is not used again (its
+// steps no longer match the peer's).
+bool linkMove(ncclComm* comm, RmaState* st, int peer, bool isSend, const void* src, void* dst, uint64_t bytes,
+              std::string* why) {
+  plexusDevChannel_v1_t& ch = st->linkChannels[(size_t)peer * 2 + isSend];
+  plexusDevComm_v1_t dc = comm->devComm;
+  const double seconds = transferSeconds(comm);
+  dc.timeoutNs = (uint64_t)(seconds * 1e9);
+  {
+    ProxyActivity moving(st->linkProxied[(size_t)peer * 2 + isSend]);
+    const int* peers = &peer;
+    dev::Primitives<int8_t, dev::FuncSum<int8_t>> prims(&dc, &ch, 0, 1, peers, isSend ? 0 : 1, peers, isSend ? 1 : 0,
+                                                       src, dst, 0);
+    if (isSend)
+      prims.send(0, bytes);
+    else
+      prims.recv(0, bytes);
+  }
+  if (ch.status == PLEXUS_CHANNEL_OK) return true;
+  // The communicator's failure where it has one (the proxy found the connector broken), else the wait's.
+  char buf[128];
+  snprintf(buf, sizeof buf, "rank %d moved nothing within %.0f s (dead, or stuck)", peer, seconds);
+  *why = comm->asyncError.load() != ncclSuccess           ? std::string(lastError(comm))
+         : ch.status == PLEXUS_CHANNEL_TIMEOUT ? std::string(buf)
+                                               : std::string("the communicator was aborted");
+  plexusDevChannelPeer_v1_t& links = st->linkPeers[(size_t)peer];
+  (isSend ? links.send : links.recv).connected = 0;
+  return false;
 }
 
 // The service's side of an origin's kLink: sets up the receiving connector, answers with its connect info, connects.
@@ -268,18 +290,14 @@ ncclResult_t takePut(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader& h
     return ncclSuccess;
   }
   if (!st->linkPeers[(size_t)c.peer].recv.connected)
-    return setError(comm, ncclRemoteError, "one-sided: rank %d put through a connector it never made with rank %d",
-                    c.peer, comm->rank);
+    return setError(comm, ncclRemoteError,
+                    "one-sided: rank %d put through a connector to rank %d that is not there (never made, or given up "
+                    "after a failed put)", c.peer, comm->rank);
   std::vector<char> scratch(dst ? 0 : h.bytes);
-  {
-    ProxyActivity moving(st->linkProxied[(size_t)c.peer * 2]);
-    dev::Primitives<int8_t, dev::FuncSum<int8_t>> prims(&comm->devComm, &st->linkRecv, 0, 1, &c.peer, 1, nullptr, 0,
-                                                       nullptr, dst ? dst : scratch.data(), 0);
-    prims.recv(0, h.bytes);
-  }
-  if (st->linkRecv.status != PLEXUS_CHANNEL_OK)
+  std::string why;
+  if (!linkMove(comm, st, c.peer, false, nullptr, dst ? dst : scratch.data(), h.bytes, &why))
     return setError(comm, ncclRemoteError, "one-sided: rank %d: rank %d's put of %llu bytes stopped: %s", comm->rank,
-                    c.peer, (unsigned long long)h.bytes, linkStopped(comm, st->linkRecv).c_str());
+                    c.peer, (unsigned long long)h.bytes, why.c_str());
   return ncclSuccess;
 }
 
@@ -483,15 +501,10 @@ ncclResult_t linkPut(ncclComm* comm, RmaState* st, int peer, OutPeer& p, const R
   RmaHeader put = h;
   put.kind = kLinkPut;
   NCCLCHECK(p.sock.sendAll(&put, sizeof put, deadline, abort, who));
-  {
-    ProxyActivity moving(st->linkProxied[(size_t)peer * 2 + 1]);
-    dev::Primitives<int8_t, dev::FuncSum<int8_t>> prims(&comm->devComm, &st->linkSend, 0, 1, nullptr, 0, &peer, 1,
-                                                       data, nullptr, 0);
-    prims.send(0, h.bytes);
-  }
-  if (st->linkSend.status != PLEXUS_CHANNEL_OK)
+  std::string why;
+  if (!linkMove(comm, st, peer, true, data, nullptr, h.bytes, &why))
     return setError(comm, ncclRemoteError, "ncclPutSignal: rank %d's put of %llu bytes to rank %d stopped: %s",
-                    comm->rank, (unsigned long long)h.bytes, peer, linkStopped(comm, st->linkSend).c_str());
+                    comm->rank, (unsigned long long)h.bytes, peer, why.c_str());
   st->transportBytes += h.bytes;
   return ncclSuccess;
 }
@@ -679,10 +692,11 @@ void rmaSetPeers(ncclComm* comm, const SocketAddress* addrs) {
   st->out.clear();
   st->linkPeers.assign((size_t)comm->nRanks, plexusDevChannelPeer_v1_t{});
   st->linkProxied.assign((size_t)comm->nRanks * 2, 0);
-  for (plexusDevChannel_v1_t* ch : {&st->linkSend, &st->linkRecv}) {
-    ch->peers = st->linkPeers.data();
-    ch->id = linkChannel(comm);
-    ch->waitPeer = -1;
+  st->linkChannels.assign((size_t)comm->nRanks * 2, plexusDevChannel_v1_t{});
+  for (plexusDevChannel_v1_t& ch : st->linkChannels) {
+    ch.peers = st->linkPeers.data();
+    ch.id = linkChannel(comm);
+    ch.waitPeer = -1;
   }
   for (int r = 0; r < comm->nRanks; r++) {
     st->out.push_back(std::make_unique<OutPeer>());
