@@ -265,9 +265,10 @@ ncclResult_t linkAccept(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader
   NCCLCHECK(c.sock.recvAll(&theirs, sizeof theirs, deadline, abort, who));
   LinkReply reply{};
   Connection conn;
-  if (st->linkPeers[(size_t)c.peer].recv.connected)
-    snprintf(reply.why, sizeof reply.why, "rank %d already has a connector from rank %d", comm->rank, c.peer);
-  else if (transportSetupOne(comm, c.peer, linkChannel(comm), false, &conn, &reply.info) == ncclSuccess)
+  // An origin asks again only once it gave up its side (a failed put): this side's old connector goes too (freed
+  // with the others at the end).
+  st->linkPeers[(size_t)c.peer].recv.connected = 0;
+  if (transportSetupOne(comm, c.peer, linkChannel(comm), false, &conn, &reply.info) == ncclSuccess)
     reply.ok = 1;
   else
     snprintf(reply.why, sizeof reply.why, "%s", lastError(comm));
