@@ -316,6 +316,16 @@ PLEXUS_HD ncclResult_t runP2p(const plexusDevKernelArgs_v1_t* a, int channel, in
     if (tid == 0) {
       s->nAct = 0;
       bool moved = false;
+      /* Receives say where to write before any send of this rank writes: a write into another process
+       * (process_vm_writev) runs inside the loop below, and a record posted only after it would hold the peer's
+       * write into this rank back for that long (two ranks exchanging would write in turn, never at once). */
+      for (int qi = 0; qi < s->nQueue; qi++) {
+        P2pState::Queue& q = s->queue[qi];
+        if (!q.isSend && q.cur != 0xffff && s->msg[q.cur].mode == kP2pNegotiate) {
+          p2pDescribe(a, channel, s, q, s->msg[q.cur]);
+          moved = true;
+        }
+      }
       for (int qi = 0; qi < s->nQueue && s->status == PLEXUS_CHANNEL_OK; qi++) {
         P2pState::Queue& q = s->queue[qi];
         /* A queue moves until its connector runs out of credit (sends) or data (receives), or it has a copy. */
