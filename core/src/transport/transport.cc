@@ -58,30 +58,6 @@ void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, c
            conn.isSend ? "to" : "from", describeRank(comm, conn.peer).c_str(), where.c_str(), why);
 }
 
-// Sets up one connector with the transport that serves peer: *mine is this side's connect info for the peer.
-ncclResult_t setupConnection(ncclComm* comm, int peer, int channel, bool isSend, Connection* conn,
-                             plexusConnectInfo_v1_t* mine) {
-  conn->isSend = isSend;
-  conn->channel = channel;
-  conn->peer = peer;
-  NCCLCHECK(pickTransport(comm, peer, &conn->transport));
-  plexusTransportSetup_v1_t setup{};
-  setup.self = &comm->peerInfo[comm->rank];
-  setup.peer = &comm->peerInfo[peer];
-  setup.channelId = channel;
-  setup.commCtx = commCtxOf(comm, conn->transport);
-  setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
-  setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
-  setup.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
-  const plexusTransport_v1_t* api = conn->transport->api;
-  const ncclResult_t r = isSend ? api->sendSetup(conn->transport->ctx, &setup, mine, &conn->resources)
-                                : api->recvSetup(conn->transport->ctx, &setup, mine, &conn->resources);
-  if (r != ncclSuccess)
-    return setError(comm, r, "rank %d: transport %s could not set up the %s connector with rank %d on channel %d",
-                    comm->rank, api->name, isSend ? "send" : "recv", peer, channel);
-  return ncclSuccess;
-}
-
 // One call of the connector's connect: ncclInProgress while it waits for the peer. Once connected, a proxy-driven
 // connector is handed to the proxy.
 ncclResult_t connectStep(ncclComm* comm, Connection& conn, const plexusConnectInfo_v1_t& theirs,
@@ -145,12 +121,35 @@ void transportCommFinalize(ncclComm* comm) {
   comm->transportCommCtx.clear();
 }
 
+ncclResult_t transportSetupOne(ncclComm* comm, int peer, int channel, bool isSend, Connection* conn,
+                               plexusConnectInfo_v1_t* mine) {
+  conn->isSend = isSend;
+  conn->channel = channel;
+  conn->peer = peer;
+  NCCLCHECK(pickTransport(comm, peer, &conn->transport));
+  plexusTransportSetup_v1_t setup{};
+  setup.self = &comm->peerInfo[comm->rank];
+  setup.peer = &comm->peerInfo[peer];
+  setup.channelId = channel;
+  setup.commCtx = commCtxOf(comm, conn->transport);
+  setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
+  setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
+  setup.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
+  const plexusTransport_v1_t* api = conn->transport->api;
+  const ncclResult_t r = isSend ? api->sendSetup(conn->transport->ctx, &setup, mine, &conn->resources)
+                                : api->recvSetup(conn->transport->ctx, &setup, mine, &conn->resources);
+  if (r != ncclSuccess)
+    return setError(comm, r, "rank %d: transport %s could not set up the %s connector with rank %d on channel %d",
+                    comm->rank, api->name, isSend ? "send" : "recv", peer, channel);
+  return ncclSuccess;
+}
+
 ncclResult_t transportConnect(ncclComm* comm, const std::vector<ConnectRequest>& requests) {
   const size_t first = comm->channels.connections.size();
   std::vector<plexusConnectInfo_v1_t> mine(requests.size()), theirs(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
     Connection conn;
-    NCCLCHECK(setupConnection(comm, requests[i].peer, requests[i].channel, requests[i].isSend, &conn, &mine[i]));
+    NCCLCHECK(transportSetupOne(comm, requests[i].peer, requests[i].channel, requests[i].isSend, &conn, &mine[i]));
     comm->channels.connections.push_back(std::move(conn));
   }
   for (size_t i = 0; i < requests.size(); i++)
@@ -232,11 +231,6 @@ ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectReques
     for (const ConnectRequest& req : missing) NCCLCHECK(devStateSyncConnectors(comm, req.channel, {req.peer}));
   }
   return ncclSuccess;
-}
-
-ncclResult_t transportSetupOne(ncclComm* comm, int peer, int channel, bool isSend, Connection* conn,
-                               plexusConnectInfo_v1_t* mine) {
-  return setupConnection(comm, peer, channel, isSend, conn, mine);
 }
 
 ncclResult_t transportConnectOne(ncclComm* comm, Connection& conn, const plexusConnectInfo_v1_t& theirs,
