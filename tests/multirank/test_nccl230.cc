@@ -503,6 +503,90 @@ TEST_CASE("ncclPutSignal: puts the origin cannot write itself go through the tra
   unsetenv("PLEXUS_RMA_INLINE_BYTES");
 }
 
+namespace {
+
+// One-sided connectors are connector buffers like the collectives': MemStats counts them once a put made them,
+// suspend releases them (and the net plugin's registration of them), resume restores them; a put that reaches a
+// rank still suspended waits for its resume.
+harness::Scenario processOneSidedSuspend("nccl230-one-sided-suspend", [](int rank, int nranks, ncclComm_t comm,
+                                                                          cudaStream_t stream) -> long {
+  long bad = 0;
+  const size_t count = 1 << 18;  // 1 MiB of ints: through a connector
+  std::vector<int> window(count), src(count);
+  ncclWindow_t w = nullptr;
+  CHECK_NCCL(ncclCommWindowRegister(comm, window.data(), count * sizeof(int), &w, NCCL_WIN_DEFAULT));
+  std::vector<int> sync(1, 0);
+  auto meet = [&](const char* tag) {
+    if (!harness::processBarrier(rank, nranks, tag)) {
+      fprintf(stderr, "rank %d: barrier %s timed out\n", rank, tag);
+      bad++;
+    }
+  };
+  auto putAndCheck = [&](int round) -> long {
+    if (rank == 0) {
+      for (size_t i = 0; i < count; i++) src[i] = round * 1000003 + (int)i;
+      CHECK_NCCL(ncclPutSignal(src.data(), count, ncclInt32, 1, w, 0, 0, 0, 0, comm, stream));
+    } else {
+      ncclWaitSignalDesc_t d{1, 0, 0, 0};
+      CHECK_NCCL(ncclWaitSignal(1, &d, comm, stream));
+    }
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    if (rank == 1)
+      for (size_t i = 0; i < count; i += 101) bad += window[i] != round * 1000003 + (int)i;
+    return 0;
+  };
+  // Read before any rank puts: the target's service makes its side when the first put comes.
+  const uint64_t before = stat(comm, ncclStatGpuMemSuspend);
+  CHECK_NCCL(ncclAllReduce(sync.data(), sync.data(), 1, ncclInt32, ncclSum, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  if (putAndCheck(1)) return 1;
+  uint64_t transport = 0;
+  CHECK_NCCL(plexusCommGetRmaStats(comm, nullptr, nullptr, &transport));
+  bad += rank == 0 && transport != count * sizeof(int);
+  // The target owns its connector's buffer (the origin too where its proxy stages, between nodes).
+  const uint64_t after = stat(comm, ncclStatGpuMemSuspend);
+  fprintf(stderr, "rank %d: MemStats suspendable %llu -> %llu bytes with the one-sided connector\n", rank,
+          (unsigned long long)before, (unsigned long long)after);
+  bad += rank == 1 && after <= before;
+  bad += stat(comm, ncclStatGpuMemTotal) != after + stat(comm, ncclStatGpuMemPersist);
+  CHECK_NCCL(ncclAllReduce(sync.data(), sync.data(), 1, ncclInt32, ncclSum, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+
+  // Both suspend; the origin resumes and puts while the target is still suspended, which resumes after.
+  CHECK_NCCL(ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+  meet("suspended");
+  if (rank == 0) {
+    CHECK_NCCL(ncclCommResume(comm));
+    for (size_t i = 0; i < count; i++) src[i] = 2 * 1000003 + (int)i;
+    CHECK_NCCL(ncclPutSignal(src.data(), count, ncclInt32, 1, w, 0, 0, 0, 0, comm, stream));
+  }
+  meet("put posted");
+  if (rank == 1) {
+    bad += stat(comm, ncclStatGpuMemSuspended) != 1;
+    CHECK_NCCL(ncclCommResume(comm));
+    ncclWaitSignalDesc_t d{1, 0, 0, 0};
+    CHECK_NCCL(ncclWaitSignal(1, &d, comm, stream));
+  }
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  if (rank == 1)
+    for (size_t i = 0; i < count; i += 101) bad += window[i] != 2 * 1000003 + (int)i;
+  meet("checked");  // before the next put overwrites the window
+  // And again, both resumed.
+  if (putAndCheck(3)) return 1;
+  CHECK_NCCL(ncclAllReduce(sync.data(), sync.data(), 1, ncclInt32, ncclSum, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  CHECK_NCCL(ncclCommWindowDeregister(comm, w));
+  if (bad) fprintf(stderr, "rank %d: %ld problem(s)\n", rank, bad);
+  return bad;
+});
+
+}  // namespace
+
+TEST_CASE("ncclCommSuspend: one-sided connectors are released and restored, and a put to a suspended rank waits for its resume") {
+  CHECK(harness::runProcesses("nccl230-one-sided-suspend", 2) == 0);        // p2p-nvlink's shared memory
+  CHECK(harness::runProcesses("nccl230-one-sided-suspend", 2, 120, 1) == 0);  // net, through the proxy
+}
+
 TEST_CASE("ncclWaitSignal: a signal that never comes times out with the communicator's timeout") {
   CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           long bad = 0;

@@ -20,6 +20,7 @@
 #include <plexus/device/arch.h>
 #include "planner/launch.h"
 #include "transport/net/net_transport.h"
+#include "transport/rma.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -46,16 +47,23 @@ struct OwnedBuffer {
   const plexusConnInfo_v1_t* conn;
 };
 
+// Every connector of the communicator: the collectives' ones, then those one-sided puts made (transport/rma.h).
+template <class F>
+void forEachConnector(ncclComm* comm, F f) {
+  for (const Connection& c : comm->channels.connections) {
+    plexusDevChannelPeer_v1_t& peer = comm->channels.peers[c.channel][c.peer];
+    f(c, c.isSend ? peer.send : peer.recv);
+  }
+  rmaForEachLink(comm, f);
+}
+
 // Every connector's buffer that this rank owns: each receive connector's (peers write into it) and each
 // proxy-driven send connector's (the proxy's staging). A shared-memory send connector points into its receiver's
 // memory, which the receiver releases.
 template <class F>
 void forEachOwnedBuffer(ncclComm* comm, F f) {
-  for (const Connection& c : comm->channels.connections) {
-    if (c.isSend && !c.proxy) continue;
-    const plexusDevChannelPeer_v1_t& peer = comm->channels.peers[c.channel][c.peer];
-    const plexusDevConnector_v1_t& connector = c.isSend ? peer.send : peer.recv;
-    if (!connector.connected) continue;
+  forEachConnector(comm, [&](const Connection& c, const plexusDevConnector_v1_t& connector) {
+    if ((c.isSend && !c.proxy) || !connector.connected) return;
     const plexusConnInfo_v1_t& conn = connector.conn;
     const size_t sizes[PLEXUS_NUM_PROTOCOLS] = {PLEXUS_LL_BUFF_BYTES, PLEXUS_LL128_BUFF_BYTES,
                                                 (size_t)conn.stepSize * PLEXUS_STEPS};
@@ -65,7 +73,7 @@ void forEachOwnedBuffer(ncclComm* comm, F f) {
       const uintptr_t hi = ((uintptr_t)conn.buffs[p] + sizes[p]) & ~(pageSize() - 1);
       if (hi > lo) f(OwnedBuffer{(char*)lo, hi - lo, &c, &conn});
     }
-  }
+  });
 }
 
 // Why a buffer's contents are still needed, or nullptr: a receive connector holds data its rank has not consumed;
@@ -130,30 +138,34 @@ ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
     comm->suspended = true;
     return ncclSuccess;
   }
-  // A proxy may still be sending what the last operation handed it: give it the communicator's timeout (at least
-  // a second) to finish, then refuse rather than lose data.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::max<uint64_t>(
-                                                               1, comm->devComm.timeoutNs / 1000000000ull));
+  // A proxy may still be sending what the last operation handed it, a one-sided put may still be moving: give them
+  // the communicator's timeout (at least a second) to finish, then refuse rather than lose data.
+  const uint64_t seconds = std::max<uint64_t>(1, comm->devComm.timeoutNs / 1000000000ull);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  NCCLCHECK(rmaSuspendLinks(comm, (double)seconds));
   for (uint32_t polls = 0;; polls++) {
     const std::optional<Needed> busy = firstNeeded(comm, false);
     if (!busy) break;
     const OwnedBuffer& b = busy->buffer;
-    if (std::chrono::steady_clock::now() > deadline || !b.connection->isSend)
+    if (std::chrono::steady_clock::now() > deadline || !b.connection->isSend) {
+      rmaResumeLinks(comm);
       return setError(comm, ncclInvalidUsage,
                       "ncclCommSuspend: rank %d: the connection with rank %d on channel %d %s (step %llu, tail %llu, "
                       "head %llu); suspend when the operations of both ranks are complete", comm->rank,
                       b.connection->peer, b.connection->channel, busy->why, (unsigned long long)b.conn->step,
                       (unsigned long long)(b.conn->tail ? *b.conn->tail : 0),
                       (unsigned long long)(b.conn->head ? *b.conn->head : 0));
+    }
     dev::backoff(polls, comm->devComm.spinPolls);
   }
   comm->suspended = true;
   uint64_t released = 0;
   ncclResult_t result = ncclSuccess;
   // The net plugin's registrations go first: one pins the pages it was made on, which the NIC would keep writing.
-  for (const Connection& c : comm->channels.connections)
+  forEachConnector(comm, [&](const Connection& c, const plexusDevConnector_v1_t&) {
     if (c.transport && c.transport->api == &netTransport && result == ncclSuccess)
       result = netTransportDeregister(c.resources);
+  });
   if (result != ncclSuccess) return result;
   forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) {
     if (madvise(b.pages, b.bytes, MADV_REMOVE) == 0 || madvise(b.pages, b.bytes, MADV_DONTNEED) == 0) {
@@ -186,11 +198,13 @@ ncclResult_t ncclCommResume(ncclComm_t comm) {
   if (!comm->suspended.load())
     return setError(comm, ncclInvalidUsage, "ncclCommResume: the communicator is not suspended (ncclCommSuspend)");
   forEachOwnedBuffer(comm, [&](const OwnedBuffer& b) { (void)madvise(b.pages, b.bytes, MADV_POPULATE_WRITE); });
-  for (const Connection& c : comm->channels.connections)
-    if (c.transport && c.transport->api == &netTransport) {
-      plexusDevChannelPeer_v1_t& peer = comm->channels.peers[c.channel][c.peer];
-      NCCLCHECK(netTransportReregister(c.resources, c.isSend ? &peer.send.conn : &peer.recv.conn));
-    }
+  ncclResult_t result = ncclSuccess;
+  forEachConnector(comm, [&](const Connection& c, plexusDevConnector_v1_t& connector) {
+    if (c.transport && c.transport->api == &netTransport && result == ncclSuccess)
+      result = netTransportReregister(c.resources, &connector.conn);
+  });
+  NCCLCHECK(result);
+  rmaResumeLinks(comm);
   comm->suspended = false;
   return ncclSuccess;
 }

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <plexus/device/arch.h>
@@ -167,6 +169,10 @@ struct RmaState {
   std::vector<plexusDevChannel_v1_t> linkChannels;  // [rank * 2 + isSend]
   std::mutex linksMutex;
   std::vector<Connection> links;
+  // ncclCommSuspend released the connectors' buffers: no use of them (LinkUse) until ncclCommResume.
+  bool linksSuspended = false;
+  int linkUses = 0;
+  std::condition_variable linksChanged;
   std::vector<char> linkProxied;  // [rank * 2 + isSend]: the connector is moved by the proxy
   double bootstrapSeconds = 120;  // NCCL_BOOTSTRAP_TIMEOUT at init (the environment costs more than a put)
   // This rank's signal board (shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
@@ -190,6 +196,37 @@ struct InConn {
 
 // The channel id one-sided connectors have for their transport: one no collective uses.
 int linkChannel(ncclComm* comm) { return comm->channels.count; }
+
+// One use of the one-sided connectors (a transfer, or making one). None runs while the communicator is suspended
+// (their buffers are released): a use waits for the resume, within `seconds`; suspend waits for a use in progress.
+class LinkUse {
+ public:
+  LinkUse(ncclComm* comm, RmaState* st, double seconds) : st_(st) {
+    std::unique_lock<std::mutex> lock(st->linksMutex);
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration<double>(seconds);
+    const bool waited = st->linksSuspended;
+    while (st->linksSuspended && std::chrono::steady_clock::now() < deadline &&
+           !__atomic_load_n(&st->stopFlag, __ATOMIC_ACQUIRE) && !__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE))
+      st->linksChanged.wait_for(lock, std::chrono::milliseconds(100));  // the flags have no notification
+    held_ = !st->linksSuspended;
+    st->linkUses += held_;
+    if (waited && held_)
+      INFO(NCCL_NET, "one-sided: rank %d: a put waited %.3f s for this rank's ncclCommResume", comm->rank,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  ~LinkUse() {
+    if (!held_) return;
+    std::lock_guard<std::mutex> lock(st_->linksMutex);
+    st_->linkUses--;
+    st_->linksChanged.notify_all();
+  }
+  bool held() const { return held_; }
+
+ private:
+  RmaState* st_;
+  bool held_ = false;
+};
 
 void keepLink(RmaState* st, Connection&& conn) {
   std::lock_guard<std::mutex> lock(st->linksMutex);
@@ -265,13 +302,19 @@ ncclResult_t linkAccept(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader
   NCCLCHECK(c.sock.recvAll(&theirs, sizeof theirs, deadline, abort, who));
   LinkReply reply{};
   Connection conn;
-  // An origin asks again only once it gave up its side (a failed put): this side's old connector goes too (freed
-  // with the others at the end).
-  st->linkPeers[(size_t)c.peer].recv.connected = 0;
-  if (transportSetupOne(comm, c.peer, linkChannel(comm), false, &conn, &reply.info) == ncclSuccess)
-    reply.ok = 1;
-  else
-    snprintf(reply.why, sizeof reply.why, "%s", lastError(comm));
+  const LinkUse use(comm, st, transferSeconds(comm));
+  if (use.held()) {
+    // An origin asks again only once it gave up its side (a failed put): this side's old connector goes too (freed
+    // with the others at the end).
+    st->linkPeers[(size_t)c.peer].recv.connected = 0;
+    if (transportSetupOne(comm, c.peer, linkChannel(comm), false, &conn, &reply.info) == ncclSuccess)
+      reply.ok = 1;
+    else
+      snprintf(reply.why, sizeof reply.why, "%s", lastError(comm));
+  } else {
+    snprintf(reply.why, sizeof reply.why, "rank %d stayed suspended (ncclCommSuspend without ncclCommResume) for %.0f s",
+             comm->rank, transferSeconds(comm));
+  }
   ncclResult_t r = c.sock.sendAll(&reply, sizeof reply, deadline, abort, who);
   if (r == ncclSuccess && reply.ok) r = linkConnect(comm, st, c.sock, conn, theirs, deadline, abort, who);
   if (r == ncclSuccess && reply.ok) keepLink(st, std::move(conn));
@@ -290,6 +333,11 @@ ncclResult_t takePut(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader& h
       NCCLCHECK(c.sock.recvAll(buf, std::min<uint64_t>(left, sizeof buf), deadline, abort, c.who.c_str()));
     return ncclSuccess;
   }
+  const LinkUse use(comm, st, transferSeconds(comm));
+  if (!use.held())
+    return setError(comm, ncclRemoteError, "one-sided: rank %d: rank %d's put of %llu bytes came while this rank was "
+                    "suspended, and it stayed so for %.0f s (ncclCommSuspend without ncclCommResume)", comm->rank,
+                    c.peer, (unsigned long long)h.bytes, transferSeconds(comm));
   if (!st->linkPeers[(size_t)c.peer].recv.connected)
     return setError(comm, ncclRemoteError,
                     "one-sided: rank %d put through a connector to rank %d that is not there (never made, or given up "
@@ -347,7 +395,11 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
       r = takePut(comm, st, c, h, fits ? (char*)w->buff + h.offset : nullptr, deadline, abort);
     });
   }
-  NCCLCHECK(r);
+  if (r != ncclSuccess) {  // the waits for its signal report it rather than time out
+    std::lock_guard<std::mutex> lock(st->sigMutex);
+    if (st->error.empty()) st->error = lastError(comm);
+    return r;
+  }
   {
     std::lock_guard<std::mutex> lock(st->sigMutex);
     if (!dropped.empty() && st->error.empty()) {
@@ -480,6 +532,11 @@ ncclResult_t directWindow(ncclComm* comm, int peer, OutPeer& p, uint64_t index, 
 // socket, then its bytes through the connector; returns once they are all in the connector's slots.
 ncclResult_t linkPut(ncclComm* comm, RmaState* st, int peer, OutPeer& p, const RmaHeader& h, const void* data,
                      const Deadline& deadline, AbortFlag abort, const char* who) {
+  const LinkUse use(comm, st, transferSeconds(comm));
+  if (!use.held())
+    return setError(comm, ncclInvalidUsage, "ncclPutSignal: rank %d was suspended (ncclCommSuspend) before its put to "
+                    "rank %d ran, and stayed so for %.0f s; synchronize the stream before suspending", comm->rank,
+                    peer, transferSeconds(comm));
   if (!st->linkPeers[(size_t)peer].send.connected) {
     Connection conn;
     LinkReply reply{};
@@ -718,6 +775,42 @@ void rmaStart(ncclComm* comm) {
            lastError(nullptr));
     st->service = std::thread(serviceLoop, comm, st);
   });
+}
+
+ncclResult_t rmaSuspendLinks(ncclComm* comm, double seconds) {
+  RmaState* st = stateOf(comm);
+  if (!st) return ncclSuccess;
+  std::unique_lock<std::mutex> lock(st->linksMutex);
+  if (!st->linksChanged.wait_for(lock, std::chrono::duration<double>(seconds), [st] { return st->linkUses == 0; }))
+    return setError(comm, ncclInvalidUsage,
+                    "ncclCommSuspend: rank %d: a one-sided put through a connector was still moving after %.0f s; "
+                    "suspend when the puts to and from this rank are complete (ncclWaitSignal, stream synchronized)",
+                    comm->rank, seconds);
+  st->linksSuspended = true;
+  return ncclSuccess;
+}
+
+void rmaResumeLinks(ncclComm* comm) {
+  RmaState* st = stateOf(comm);
+  if (!st) return;
+  std::lock_guard<std::mutex> lock(st->linksMutex);
+  st->linksSuspended = false;
+  st->linksChanged.notify_all();
+}
+
+void rmaForEachLink(ncclComm* comm, const std::function<void(const Connection&, plexusDevConnector_v1_t&)>& f) {
+  RmaState* st = stateOf(comm);
+  if (!st) return;
+  std::lock_guard<std::mutex> lock(st->linksMutex);
+  // A direction made again after a failed put has its old connection here too: the latest one is the connector's.
+  std::vector<char> seen((size_t)comm->nRanks * 2, 0);
+  for (size_t i = st->links.size(); i-- > 0;) {
+    const Connection& c = st->links[i];
+    if (std::exchange(seen[(size_t)c.peer * 2 + c.isSend], 1)) continue;
+    plexusDevChannelPeer_v1_t& peer = st->linkPeers[(size_t)c.peer];
+    plexusDevConnector_v1_t& connector = c.isSend ? peer.send : peer.recv;
+    if (connector.connected) f(c, connector);
+  }
 }
 
 bool rmaFree(ncclComm* comm) {

@@ -13,6 +13,9 @@
 #pragma once
 
 #include <nccl.h>
+#include <plexus/device_v1.h>
+
+#include <functional>
 
 #include "bootstrap/socket.h"
 
@@ -21,6 +24,7 @@ struct ncclComm;
 namespace plexus {
 
 struct RmaState;
+struct Connection;
 
 // The listening socket, before init's exchange: *addr is what peers connect to.
 ncclResult_t rmaInit(ncclComm* comm, SocketAddress* addr);
@@ -31,5 +35,13 @@ void rmaStart(ncclComm* comm);
 // Stops the service thread and closes every connection; false as transportFreeAll (a connector left to a proxy stuck
 // in a plugin call).
 bool rmaFree(ncclComm* comm);
+
+// ncclCommSuspend's part (comm/suspend.cc). rmaSuspendLinks stops the one-sided connectors, once a transfer in
+// progress ends (within `seconds`): until rmaResumeLinks, a put through them waits (within the communicator's
+// timeout). rmaForEachLink shows each connector in use with its connection, for suspend to release and resume to
+// restore like the collectives' ones.
+ncclResult_t rmaSuspendLinks(ncclComm* comm, double seconds);
+void rmaResumeLinks(ncclComm* comm);
+void rmaForEachLink(ncclComm* comm, const std::function<void(const Connection&, plexusDevConnector_v1_t&)>& f);
 
 }  // namespace plexus
