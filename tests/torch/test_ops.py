@@ -151,6 +151,13 @@ def main():
         for req in reqs:
             req.wait()
         check("batch_isend_irecv %s" % dtype, got, data(prv, dtype, salt=1))
+    # all_gather into separate tensors with parts of 64 KiB and more: sent straight into each tensor (below: through
+    # a staging buffer).
+    for dtype, count in ((torch.float32, 16384), (torch.int8, 70001), (torch.float64, 100003)):
+        outs = [torch.empty(count, dtype=dtype) for _ in range(n)]
+        dist.all_gather(outs, data(rank, dtype, count, salt=2))
+        for r in range(n):
+            check("all_gather %s x %d part %d" % (dtype, count, r), outs[r], data(r, dtype, count, salt=2))
     # PREMUL_SUM: each rank's input times a factor, then summed.
     for dtype in (torch.float32, torch.float64):
         t = data(rank, dtype)

@@ -78,6 +78,10 @@ bool adjacent(const std::vector<at::Tensor>& ts) {
   return true;
 }
 
+// From this size of one rank's part on, an AllGather into separate tensors is sends and receives into them (Plexus's
+// planner lowers a one-buffer AllGather to the same from about here, within a node).
+constexpr int64_t kDirectAllGatherBytes = 64 << 10;
+
 // A group of NCCL calls: one launch, matched on every rank.
 ncclResult_t grouped(const std::function<ncclResult_t()>& calls) {
   ncclResult_t r = ncclGroupStart();
@@ -329,8 +333,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(std::vector<std::ve
     return run("allgather", c10d::OpType::ALLGATHER, outs, [&] {
       return ncclAllGather(in.data_ptr(), outs[0].data_ptr(), in.numel(), ncclType(in), comm_, stream_);
     });
-  // Separate tensors: gathered into a staging buffer (kept from one call to the next: fresh pages cost as much as
-  // the copy), then copied out once done.
+  // Separate tensors, large parts: each rank's part sent straight into its tensor here. That is what Plexus does
+  // for a one-buffer AllGather of these sizes too (lowered to sends and receives, zero-copy within a node), so the
+  // result is the same without a staging buffer and a second copy.
+  if (in.numel() * in.element_size() >= kDirectAllGatherBytes)
+    return run("allgather", c10d::OpType::ALLGATHER, outs, [&] {
+      return grouped([&] {
+        for (int k = 0; k < size_; k++) {  // from this rank on, so that ranks start on different peers
+          const int p = (rank_ + k) % size_;
+          ncclResult_t r = ncclSend(in.data_ptr(), in.numel(), ncclType(in), p, comm_, stream_);
+          if (r == ncclSuccess) r = ncclRecv(outs[p].data_ptr(), in.numel(), ncclType(in), p, comm_, stream_);
+          if (r != ncclSuccess) return r;
+        }
+        return ncclSuccess;
+      });
+    });
+  // Small parts: gathered into a staging buffer (kept from one call to the next: fresh pages cost as much as the
+  // copy) by one AllGather, then copied out once done.
   at::Tensor flat = scratch(in, (int64_t)size_ * in.numel());
   return run(
       "allgather", c10d::OpType::ALLGATHER, outs,
