@@ -215,6 +215,14 @@ Driver makeTable() {
     state.waitFlags = flags;
     return CUDA_SUCCESS;
   };
+  d.streamWaitValue64 = [](CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned flags) -> CUresult {
+    FAKE_CALL("cuStreamWaitValue64");
+    state.waitStream = s;
+    state.waitValueAddr = addr;
+    state.waitValue = value;
+    state.waitValueFlags = flags;
+    return CUDA_SUCCESS;
+  };
   d.streamGetCaptureInfo = [](CUstream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
                               const CUgraphNode** deps, size_t* nDeps) -> CUresult {
     FAKE_CALL("cuStreamGetCaptureInfo");
@@ -403,6 +411,7 @@ const std::pair<const char*, void*> symbols[] = {
     {"cuStreamSynchronize", reinterpret_cast<void*>(table.streamSynchronize)},
     {"cuStreamQuery", reinterpret_cast<void*>(table.streamQuery)},
     {"cuStreamWaitEvent", reinterpret_cast<void*>(table.streamWaitEvent)},
+    {"cuStreamWaitValue64", reinterpret_cast<void*>(table.streamWaitValue64)},
     {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(table.streamGetCaptureInfo)},
     {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(table.threadExchangeStreamCaptureMode)},
     {"cuEventCreate", reinterpret_cast<void*>(table.eventCreate)},

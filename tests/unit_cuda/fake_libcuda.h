@@ -80,6 +80,9 @@ struct State {
   pc::CUevent waitedEvent = nullptr;
   pc::CUstream waitStream = nullptr;
   unsigned waitFlags = ~0u;
+  pc::CUdeviceptr waitValueAddr = 0;  // cuStreamWaitValue64's last arguments
+  pc::cuuint64_t waitValue = 0;
+  unsigned waitValueFlags = ~0u;
   std::vector<pc::CUevent> destroyedEvents;
   bool captureDependenciesAsked = false;
   std::vector<UserObject*> userObjects;  // alive

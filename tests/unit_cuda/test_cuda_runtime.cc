@@ -327,6 +327,21 @@ TEST_CASE("cuda runtime: host callbacks go through cuLaunchHostFunc") {
   CHECK(f.fake->callbackStream == someStream());
 }
 
+TEST_CASE("cuda runtime: a stream waits for a host word through cuStreamWaitValue64 (greater or equal)") {
+  Fixture f;
+  REQUIRE(f.rt->setCurrent(0) == ncclSuccess);
+  int word = 0;
+  CHECK(f.rt->streamWaitValue(someStream(), &word, 42) == ncclSuccess);
+  CHECK(f.fake->waitStream == someStream());
+  CHECK(f.fake->waitValueAddr == (pc::CUdeviceptr)(uintptr_t)&word);
+  CHECK(f.fake->waitValue == 42);
+  CHECK(f.fake->waitValueFlags == pc::CU_STREAM_WAIT_VALUE_GEQ);
+  f.fake->failCall = "cuStreamWaitValue64";
+  f.fake->failResult = pc::CUDA_ERROR_NOT_SUPPORTED;
+  CHECK(f.rt->streamWaitValue(someStream(), &word, 43) == ncclUnhandledCudaError);
+  CHECK(f.rt->lastError().find("cuStreamWaitValue64 failed") == 0);
+}
+
 TEST_CASE("cuda runtime: events are untimed; a pending one is ncclInProgress, a failed one an error") {
   Fixture f;
   REQUIRE(f.rt->setCurrent(0) == ncclSuccess);

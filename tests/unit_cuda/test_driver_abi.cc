@@ -219,6 +219,7 @@ SAME_VALUE(CU_MODULE_EAGER_LOADING);
 SAME_VALUE(CU_MODULE_LAZY_LOADING);
 SAME_VALUE(CU_STREAM_DEFAULT);
 SAME_VALUE(CU_STREAM_NON_BLOCKING);
+SAME_VALUE(CU_STREAM_WAIT_VALUE_GEQ);
 SAME_VALUE(CU_EVENT_DEFAULT);
 SAME_VALUE(CU_EVENT_DISABLE_TIMING);
 SAME_VALUE(CU_STREAM_CAPTURE_STATUS_NONE);
@@ -362,14 +363,15 @@ SAME_ENTRY(eventSynchronize, PFN_cuEventSynchronize_v2000);
 SAME_ENTRY(eventDestroy, PFN_cuEventDestroy_v4000);
 SAME_ENTRY(launchKernel, PFN_cuLaunchKernel_v4000);
 SAME_ENTRY(launchHostFunc, PFN_cuLaunchHostFunc_v10000);
+SAME_ENTRY(streamWaitValue64, PFN_cuStreamWaitValue64_v11070);
 SAME_ENTRY(funcGetAttribute, PFN_cuFuncGetAttribute_v2020);
 SAME_ENTRY(funcSetAttribute, PFN_cuFuncSetAttribute_v9000);
 SAME_ENTRY(moduleGetLoadingMode, PFN_cuModuleGetLoadingMode_v11070);
 SAME_ENTRY(userObjectCreate, PFN_cuUserObjectCreate_v11030);
 SAME_ENTRY(userObjectRelease, PFN_cuUserObjectRelease_v11030);
 SAME_ENTRY(graphRetainUserObject, PFN_cuGraphRetainUserObject_v11030);
-// Every function pointer of Driver was checked above: the two data members plus 65 entry points.
-static_assert(sizeof(pc::Driver) == sizeof(void*) + sizeof(int) + 4 + 66 * sizeof(void*),
+// Every function pointer of Driver was checked above: the two data members plus 66 entry points.
+static_assert(sizeof(pc::Driver) == sizeof(void*) + sizeof(int) + 4 + 67 * sizeof(void*),
               "Driver has an entry point this file does not check");
 
 int main() {

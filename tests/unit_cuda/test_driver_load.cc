@@ -143,6 +143,7 @@ TEST_CASE("cuda driver: every entry point comes from cuGetProcAddress under its 
       {"cuStreamSynchronize", reinterpret_cast<void*>(d.streamSynchronize)},
       {"cuStreamQuery", reinterpret_cast<void*>(d.streamQuery)},
       {"cuStreamWaitEvent", reinterpret_cast<void*>(d.streamWaitEvent)},
+      {"cuStreamWaitValue64", reinterpret_cast<void*>(d.streamWaitValue64)},
       {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(d.streamGetCaptureInfo)},
       {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(d.threadExchangeStreamCaptureMode)},
       {"cuEventCreate", reinterpret_cast<void*>(d.eventCreate)},

@@ -225,6 +225,10 @@ class CudaRuntime final : public DeviceRuntime {
     return check(d_->memcpyAsync(devicePtr(dst), devicePtr(src), bytes, stream), "cuMemcpyAsync");
   }
 
+  ncclResult_t streamWaitValue(cudaStream_t stream, void* ptr, uint64_t value) override {
+    return check(d_->streamWaitValue64(stream, devicePtr(ptr), value, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+  }
+
   ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) override {
     return check(d_->launchHostFunc(stream, fn, arg), "cuLaunchHostFunc");
   }

@@ -106,6 +106,7 @@ class HostRuntime final : public DeviceRuntime {
   }
   ncclResult_t loadKernel(const void*) override { return ncclSuccess; }
   ncclResult_t copyAsync(void*, const void*, size_t, cudaStream_t) override { return ncclInvalidUsage; }
+  ncclResult_t streamWaitValue(cudaStream_t, void*, uint64_t) override { return ncclInvalidUsage; }
   ncclResult_t eventQuery(void* event) override { return static_cast<HostEvent*>(event)->done() ? ncclSuccess : ncclInProgress; }
   ncclResult_t streamWaitEvent(cudaStream_t stream, void* event) override {
     auto* e = static_cast<HostEvent*>(event);

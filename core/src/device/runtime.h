@@ -90,6 +90,10 @@ class DeviceRuntime {
   // Copies bytes from src to dst behind the stream's work (CUDA: cuMemcpyAsync, the copy engines; one rank's
   // collectives). Host: not offered (ncclInvalidUsage); its streams run kernels only.
   virtual ncclResult_t copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) = 0;
+  // Work enqueued on stream after this waits until the 64-bit word at devicePtr (the ptr of HostMapped memory,
+  // which the host writes through its host view) is at least value (CUDA: cuStreamWaitValue64, GEQ; the comparison
+  // is cyclic, so a word that only grows works for ever). Host: not offered (ncclInvalidUsage).
+  virtual ncclResult_t streamWaitValue(cudaStream_t stream, void* devicePtr, uint64_t value) = 0;
   // fn(arg) runs once everything enqueued on stream before it has run.
   virtual ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) = 0;
 

@@ -509,6 +509,7 @@ Driver makeTable() {
   d.pointerGetAttributes = [](auto...) { return notSupported("cuPointerGetAttributes"); };
   d.streamQuery = [](auto...) { return notSupported("cuStreamQuery"); };
   d.streamWaitEvent = [](auto...) { return notSupported("cuStreamWaitEvent"); };
+  d.streamWaitValue64 = [](auto...) { return notSupported("cuStreamWaitValue64"); };
   d.streamGetCaptureInfo = [](auto...) { return notSupported("cuStreamGetCaptureInfo"); };
   d.eventCreate = [](auto...) { return notSupported("cuEventCreate"); };
   d.eventRecord = [](auto...) { return notSupported("cuEventRecord"); };
@@ -582,6 +583,7 @@ const std::pair<const char*, void*> symbols[] = {
     SYM("cuStreamSynchronize", streamSynchronize),
     SYM("cuStreamQuery", streamQuery),
     SYM("cuStreamWaitEvent", streamWaitEvent),
+    SYM("cuStreamWaitValue64", streamWaitValue64),
     SYM("cuStreamGetCaptureInfo", streamGetCaptureInfo),
     SYM("cuThreadExchangeStreamCaptureMode", threadExchangeStreamCaptureMode),
     SYM("cuEventCreate", eventCreate),

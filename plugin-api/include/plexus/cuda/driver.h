@@ -155,6 +155,7 @@ inline constexpr CUmoduleLoadingMode CU_MODULE_LAZY_LOADING = 0x2;
 // Streams, events, capture, graphs.
 inline constexpr unsigned CU_STREAM_DEFAULT = 0x0;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned CU_STREAM_WAIT_VALUE_GEQ = 0x0;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
 inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
@@ -320,6 +321,7 @@ struct Driver {
   CUresult (*streamSynchronize)(CUstream hStream) = nullptr;
   CUresult (*streamQuery)(CUstream hStream) = nullptr;
   CUresult (*streamWaitEvent)(CUstream hStream, CUevent hEvent, unsigned int flags) = nullptr;
+  CUresult (*streamWaitValue64)(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) = nullptr;
   // The CUDA 11.3 signature (cuStreamGetCaptureInfo_v2): every output but captureStatus may be null.
   CUresult (*streamGetCaptureInfo)(CUstream hStream, CUstreamCaptureStatus* captureStatus, cuuint64_t* id,
                                    CUgraph* graph, const CUgraphNode** dependencies, size_t* numDependencies) = nullptr;
@@ -572,7 +574,8 @@ inline bool loadDriver(const char* path, Driver* out, std::string* error) {
       get("cuIpcCloseMemHandle", &d.ipcCloseMemHandle) && get("cuPointerGetAttributes", &d.pointerGetAttributes) &&
       get("cuStreamCreate", &d.streamCreate) && get("cuStreamDestroy", &d.streamDestroy) &&
       get("cuStreamSynchronize", &d.streamSynchronize) && get("cuStreamQuery", &d.streamQuery) &&
-      get("cuStreamWaitEvent", &d.streamWaitEvent) && get("cuStreamGetCaptureInfo", &d.streamGetCaptureInfo) &&
+      get("cuStreamWaitEvent", &d.streamWaitEvent) && get("cuStreamWaitValue64", &d.streamWaitValue64) &&
+      get("cuStreamGetCaptureInfo", &d.streamGetCaptureInfo) &&
       get("cuThreadExchangeStreamCaptureMode", &d.threadExchangeStreamCaptureMode) &&
       get("cuEventCreate", &d.eventCreate) && get("cuEventRecord", &d.eventRecord) &&
       get("cuEventQuery", &d.eventQuery) && get("cuEventSynchronize", &d.eventSynchronize) &&
