@@ -13,6 +13,7 @@ int testAbort(int argc, char** argv);
 int testPointers(int argc, char** argv);
 int testInitAll(int argc, char** argv);
 int testSyncProbe(int argc, char** argv);
+int testOneSided(int argc, char** argv);
 }  // namespace gt
 
 int main(int argc, char** argv) {
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
       {"pointers", gt::testPointers, "<cuda|host-env|set-device>"},
       {"initall", gt::testInitAll, ""},
       {"syncprobe", gt::testSyncProbe, ""},
+      {"onesided", gt::testOneSided, "<group|threads|procs> <nranks>"},
   };
   if (argc >= 2)
     for (const Entry& e : tests)

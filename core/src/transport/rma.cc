@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "channel/channel.h"
 #include "comm/communicator.h"
 #include "comm/memory.h"
+#include "device/runtime.h"
 #include "group/group.h"
 #include "misc/check.h"
 #include "misc/debug.h"
@@ -150,6 +152,8 @@ struct OutPeer {
 
 }  // namespace
 
+struct CudaRma;  // the CUDA backend's part (below)
+
 struct RmaState {
   Socket listen;
   std::vector<SocketAddress> peers;
@@ -178,6 +182,11 @@ struct RmaState {
   // This rank's signal board (shared with the ranks of its node): [origin][ctx][sigIdx < kBoardSigs].
   uint64_t* board = nullptr;
   MemAllocation boardMem;
+  // The CUDA backend's thread and memory, made by the first one-sided call of a CUDA communicator.
+  std::once_flag cudaStarted;
+  CudaRma* cuda = nullptr;
+  ncclResult_t cudaStartResult = ncclSuccess;
+  std::string cudaStartError;
 };
 
 namespace {
@@ -327,6 +336,15 @@ ncclResult_t linkAccept(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader
 ncclResult_t takePut(ncclComm* comm, RmaState* st, InConn& c, const RmaHeader& h, char* dst, const Deadline& deadline,
                      AbortFlag abort) {
   if (h.kind == kPut) {
+    if (dst && comm->backend == plexusBackendCuda) {  // a window in device memory: through host memory
+      std::vector<char> bounce(h.bytes);
+      NCCLCHECK(c.sock.recvAll(bounce.data(), h.bytes, deadline, abort, c.who.c_str()));
+      if (comm->runtime->copyToDevice(dst, bounce.data(), h.bytes) != ncclSuccess)
+        return setError(comm, ncclUnhandledCudaError, "one-sided: rank %d cannot copy rank %d's put of %llu bytes "
+                        "into its window: %s", comm->rank, c.peer, (unsigned long long)h.bytes,
+                        comm->runtime->lastError().c_str());
+      return ncclSuccess;
+    }
     if (dst) return c.sock.recvAll(dst, h.bytes, deadline, abort, c.who.c_str());
     char buf[4096];
     for (uint64_t left = h.bytes; left; left -= std::min<uint64_t>(left, sizeof buf))
@@ -416,6 +434,8 @@ ncclResult_t serveOne(ncclComm* comm, RmaState* st, InConn& c) {
 
 void serviceLoop(ncclComm* comm, RmaState* st) {
   debugSetThreadRank(comm->rank);
+  const DeviceGuard device(comm);  // CUDA: its copies into windows belong to the communicator's device
+  if (device.result() != ncclSuccess) WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
   std::vector<InConn> conns;
   while (!__atomic_load_n(&st->stopFlag, __ATOMIC_ACQUIRE)) {
     std::vector<pollfd> fds{{st->listen.fd(), POLLIN, 0}};
@@ -577,16 +597,20 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
   const Deadline deadline = Deadline::after(transferSeconds(comm));
   const char* who = p.who.c_str();
   ncclResult_t r = ncclSuccess;
+  // On the CUDA backend windows are device memory, which neither this thread nor a connector's host-side step loop
+  // reaches: every operation goes to the peer's service, its bytes (staged in host memory) with the header.
+  const bool hostMemory = comm->backend == plexusBackendHost;
   if (!p.sock.valid()) {
     NCCLCHECK(p.sock.connect(st->peers[peer], deadline, abort, who));
     const RmaHello hello{comm->commHash, comm->rank, kRmaMagic};
     r = p.sock.sendAll(&hello, sizeof hello, deadline, abort, who);
     RmaMapReply reply{};
-    if (r == ncclSuccess && sameNode(comm, peer))
+    if (r == ncclSuccess && hostMemory && sameNode(comm, peer))
       r = askPeer(comm, peer, p, ~0ull, deadline, abort, who, &reply);  // its board
   }
   DirectWindow* direct = nullptr;
-  if (r == ncclSuccess && h.window) r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who, &direct);
+  if (r == ncclSuccess && hostMemory && h.window)
+    r = directWindow(comm, peer, p, h.window - 1, deadline, abort, who, &direct);
   if (r == ncclSuccess && direct && direct->base) {
     if (h.offset > direct->bytes || h.bytes > direct->bytes - h.offset)
       return setError(comm, ncclInvalidArgument,
@@ -607,7 +631,7 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
     RmaHeader signal = h;
     signal.kind = kDirect;
     r = p.sock.sendAll(&signal, sizeof signal, deadline, abort, who);
-  } else if (r == ncclSuccess && h.window && (int64_t)h.bytes > st->inlineBytes) {
+  } else if (r == ncclSuccess && hostMemory && h.window && (int64_t)h.bytes > st->inlineBytes) {
     r = linkPut(comm, st, peer, p, h, data, deadline, abort, who);
   } else if (r == ncclSuccess) {
     if (h.bytes <= kSmallPut) {  // one segment: header and bytes together
@@ -625,37 +649,48 @@ ncclResult_t rmaSend(ncclComm* comm, int peer, const RmaHeader& h, const void* d
   return r;
 }
 
+// Per descriptor of a wait: the count to reach, and the two counters that add up to it: the service's (a map node,
+// which stays where it is while others are added) and the board's. Both are read without the lock, with acquire:
+// each counter's increment follows its data.
+struct Watch {
+  uint64_t need;
+  const uint64_t* service;
+  const uint64_t* board;
+};
+
+uint64_t countOf(const Watch& w) {
+  return __atomic_load_n(w.service, __ATOMIC_ACQUIRE) + (w.board ? __atomic_load_n(w.board, __ATOMIC_ACQUIRE) : 0);
+}
+
+// The watches of descs, each needing opCnt more than taken[its key] (the counts earlier waits took). Called with
+// sigMutex held.
+std::vector<Watch> watchesOf(ncclComm* comm, RmaState* st, const std::vector<ncclWaitSignalDesc_t>& descs,
+                             std::map<SignalKey, uint64_t>& taken) {
+  std::vector<Watch> watches;
+  for (const ncclWaitSignalDesc_t& d : descs) {
+    const SignalKey k{d.peer, d.ctx, d.sigIdx};
+    const bool onBoard = st->board && d.sigIdx < kBoardSigs && d.ctx < comm->options.numRmaCtx;
+    watches.push_back(Watch{taken[k] + (uint64_t)d.opCnt, &st->arrived[k],
+                            onBoard ? &st->board[boardSlot(d.peer, d.ctx, d.sigIdx, comm->options.numRmaCtx)]
+                                    : nullptr});
+  }
+  return watches;
+}
+
 ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>& descs) {
   RmaState* st = stateOf(comm);
-  // Per descriptor: the count to reach, and the two counters that add up to it: the service's (a map node, which
-  // stays where it is while others are added) and the board's. Both are read without the lock, with acquire: each
-  // counter's increment follows its data.
-  struct Watch {
-    uint64_t need;
-    const uint64_t* service;
-    const uint64_t* board;
-  };
   std::vector<Watch> watches;
   {
     std::lock_guard<std::mutex> lock(st->sigMutex);
-    for (const ncclWaitSignalDesc_t& d : descs) {
-      const SignalKey k{d.peer, d.ctx, d.sigIdx};
-      const bool onBoard = st->board && d.sigIdx < kBoardSigs && d.ctx < comm->options.numRmaCtx;
-      watches.push_back(Watch{st->consumed[k] + (uint64_t)d.opCnt, &st->arrived[k],
-                              onBoard ? &st->board[boardSlot(d.peer, d.ctx, d.sigIdx, comm->options.numRmaCtx)]
-                                      : nullptr});
-    }
+    watches = watchesOf(comm, st, descs, st->consumed);
   }
-  auto count = [](const Watch& w) {
-    return __atomic_load_n(w.service, __ATOMIC_ACQUIRE) + (w.board ? __atomic_load_n(w.board, __ATOMIC_ACQUIRE) : 0);
-  };
   const uint64_t timeoutNs = comm->devComm.timeoutNs;
   const uint64_t start = dev::clockNs();
   const uint32_t spin = comm->devComm.spinPolls;
   for (uint64_t polls = 0;; polls++) {
     size_t shortOf = watches.size();
     for (size_t i = 0; i < watches.size() && shortOf == watches.size(); i++)
-      if (count(watches[i]) < watches[i].need) shortOf = i;
+      if (countOf(watches[i]) < watches[i].need) shortOf = i;
     if (shortOf == watches.size()) break;
     if ((polls & 255) == 255) {  // now and then: errors, abort, time
       {
@@ -673,7 +708,7 @@ ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>
                         "ncclWaitSignal: rank %d waited %.1f s for %d signal(s) from rank %d (sigIdx %d, ctx %d) and "
                         "got %llu: the peer never put or signalled them, or died; check its ncclPutSignal/ncclSignal "
                         "calls", comm->rank, waited, d.opCnt, d.peer, d.sigIdx, d.ctx,
-                        (unsigned long long)(count(watches[shortOf]) - had));
+                        (unsigned long long)(countOf(watches[shortOf]) - had));
       }
     }
     // Signals come without a wake-up (the board is plain memory): poll as every wait of the communicator does.
@@ -684,11 +719,293 @@ ncclResult_t waitSignals(ncclComm* comm, const std::vector<ncclWaitSignalDesc_t>
   return ncclSuccess;
 }
 
-// Checks shared by the three calls; *stream gets the host stream.
+}  // namespace
+
+// ---- The CUDA backend ----------------------------------------------------------------------------------------------
+// Windows and a put's source are device memory, which the host's paths cannot touch. A put's stream copies the bytes
+// into pinned host memory and records an event; the communicator's one-sided thread (cudaLoop) sends them once the
+// event is done, with the header on the peer's socket, and the peer's service copies them into its window before it
+// counts the signal. A wait's stream waits (cuStreamWaitValue64) on a word of host-mapped memory, one per stream,
+// which the thread raises once the signals have come: the GPU never polls the network, and a signal that never comes
+// ends the wait after the communicator's timeout with ncclTimeout on the communicator (ncclCommGetAsyncError), not a
+// stream stuck for ever.
+struct CudaRma {
+  struct Item {
+    bool wait = false;
+    int peer = -1;
+    RmaHeader h{};
+    DeviceMem staging;      // a put's bytes, in pinned host memory
+    void* event = nullptr;  // done once the stream has reached the item
+    std::vector<ncclWaitSignalDesc_t> descs;  // a wait's
+    size_t slot = 0;        // its stream's word
+    uint64_t gen = 0;       // the word's value that lets the stream go on
+    std::vector<Watch> watches;  // made once the stream has reached the wait
+    uint64_t startNs = 0;
+  };
+  static constexpr size_t kStreams = 256;  // the streams one communicator's waits may use
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> items;  // in call order
+  std::vector<DeviceMem> spare;  // staging buffers to use again
+  DeviceMem words;  // HostMapped, kStreams words
+  std::map<cudaStream_t, size_t> slotOf;
+  uint64_t gens[kStreams] = {};  // per slot: the last value handed out
+  std::map<SignalKey, uint64_t> claimed;  // the counts waits took once their streams reached them (under sigMutex)
+  bool stop = false;
+  std::thread thread;
+};
+
+namespace {
+
+// The first failure of the one-sided thread becomes the communicator's, as a kernel's would.
+void cudaFail(ncclComm* comm, ncclResult_t r) {
+  ncclResult_t none = ncclSuccess;
+  comm->asyncError.compare_exchange_strong(none, r);
+  WARN("one-sided: rank %d: %s", comm->rank, lastError(comm));
+}
+
+// Whether a wait the stream has reached may let the stream go on; false while it must wait more. A failure
+// (a dropped put, an abort, the timeout) lets it go on too, with the communicator's error set.
+bool waitDone(ncclComm* comm, RmaState* st, CudaRma::Item& x) {
+  bool short_ = false;
+  size_t shortOf = 0;
+  for (size_t i = 0; i < x.watches.size() && !short_; i++)
+    if (countOf(x.watches[i]) < x.watches[i].need) {
+      short_ = true;
+      shortOf = i;
+    }
+  if (!short_) return true;
+  {
+    std::lock_guard<std::mutex> lock(st->sigMutex);
+    if (!st->error.empty()) {
+      cudaFail(comm, setError(comm, ncclRemoteError, "ncclWaitSignal: rank %d: %s", comm->rank, st->error.c_str()));
+      return true;
+    }
+  }
+  if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
+    cudaFail(comm, setError(comm, ncclInvalidUsage, "ncclWaitSignal: rank %d: the communicator was aborted",
+                            comm->rank));
+    return true;
+  }
+  const uint64_t timeoutNs = comm->devComm.timeoutNs;
+  const uint64_t waited = dev::clockNs() - x.startNs;
+  if (!timeoutNs || waited <= timeoutNs) return false;
+  const ncclWaitSignalDesc_t& d = x.descs[shortOf];
+  const uint64_t had = x.watches[shortOf].need - (uint64_t)d.opCnt;
+  cudaFail(comm, setError(comm, ncclTimeout,
+                          "ncclWaitSignal: rank %d waited %.1f s for %d signal(s) from rank %d (sigIdx %d, ctx %d) and "
+                          "got %llu: the peer never put or signalled them, or died; the stream went on, and the "
+                          "communicator must be aborted", comm->rank, (double)waited / 1e9, d.opCnt, d.peer, d.sigIdx,
+                          d.ctx, (unsigned long long)(countOf(x.watches[shortOf]) - had)));
+  return true;
+}
+
+// The communicator's one-sided thread: sends each put once its stream has staged the bytes, and lets each wait's
+// stream go on once its signals have come. Items of one stream are reached in their order, so taking them in call
+// order, and passing over those their streams have not reached, keeps every stream's order.
+void cudaLoop(ncclComm* comm, RmaState* st, CudaRma* c) {
+  debugSetThreadRank(comm->rank);
+  const DeviceGuard device(comm);
+  DeviceRuntime* rt = comm->runtime;
+  uint32_t idle = 0;
+  std::unique_lock<std::mutex> lock(c->mu);
+  while (!c->stop) {
+    if (c->items.empty()) {
+      c->cv.wait_for(lock, std::chrono::milliseconds(100));  // new items notify; the bound re-checks stop
+      idle = 0;
+      continue;
+    }
+    bool moved = false;
+    for (size_t i = 0; i < c->items.size() && !c->stop;) {
+      CudaRma::Item& x = c->items[i];
+      if (!x.wait || !x.startNs) {
+        const ncclResult_t q = rt->eventQuery(x.event);
+        if (q == ncclInProgress) {
+          i++;
+          continue;
+        }
+        if (q != ncclSuccess) {  // the stream failed before the item: it is dropped (a wait lets the stream go on)
+          cudaFail(comm, setError(comm, ncclUnhandledCudaError, "%s: rank %d: the stream failed before it: %s",
+                                  x.wait ? "ncclWaitSignal" : "ncclPutSignal", comm->rank, rt->lastError().c_str()));
+          if (x.wait) __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+          if (x.staging.host) c->spare.push_back(x.staging);
+          rt->eventDestroy(x.event);
+          c->items.erase(c->items.begin() + (long)i);
+          moved = true;
+          continue;
+        }
+        if (x.wait) {  // the stream has reached it: the counts it needs are the next ones of each signal
+          std::lock_guard<std::mutex> sig(st->sigMutex);
+          x.watches = watchesOf(comm, st, x.descs, c->claimed);
+          for (const ncclWaitSignalDesc_t& d : x.descs) c->claimed[SignalKey{d.peer, d.ctx, d.sigIdx}] += d.opCnt;
+          x.startNs = dev::clockNs();
+        }
+      }
+      if (x.wait) {
+        if (!waitDone(comm, st, x)) {
+          i++;
+          continue;
+        }
+        // The release orders the counts (and the window copies before them) before the stream's next work.
+        __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+        rt->eventDestroy(x.event);
+        c->items.erase(c->items.begin() + (long)i);
+        moved = true;
+        continue;
+      }
+      // A put (or a signal alone) whose bytes are staged: sent without the lock (the socket may block).
+      CudaRma::Item put = std::move(x);
+      c->items.erase(c->items.begin() + (long)i);
+      lock.unlock();
+      const ncclResult_t r = rmaSend(comm, put.peer, put.h, put.staging.host);
+      if (r != ncclSuccess) cudaFail(comm, r);
+      rt->eventDestroy(put.event);
+      lock.lock();
+      if (put.staging.host) c->spare.push_back(put.staging);
+      moved = true;
+    }
+    if (moved) {
+      idle = 0;
+    } else {
+      lock.unlock();
+      dev::backoff(idle < UINT32_MAX ? idle++ : idle, comm->devComm.spinPolls);
+      lock.lock();
+    }
+  }
+}
+
+// The CUDA part of the communicator's one-sided state, made (memory, thread) on its first use.
+ncclResult_t cudaRmaOf(ncclComm* comm, CudaRma** out) {
+  RmaState* st = comm->rma;
+  std::call_once(st->cudaStarted, [comm, st] {
+    auto* c = new CudaRma();
+    const DeviceGuard device(comm);
+    if (device.result() != ncclSuccess ||
+        comm->runtime->alloc(MemKind::HostMapped, CudaRma::kStreams * sizeof(uint64_t), &c->words) != ncclSuccess) {
+      st->cudaStartResult = ncclUnhandledCudaError;
+      st->cudaStartError = device.result() != ncclSuccess ? lastError(comm) : comm->runtime->lastError();
+      delete c;
+      return;
+    }
+    c->thread = std::thread(cudaLoop, comm, st, c);
+    st->cuda = c;
+  });
+  if (!st->cuda)
+    return setError(comm, st->cudaStartResult, "rank %d: one-sided calls cannot start on the CUDA backend: %s",
+                    comm->rank, st->cudaStartError.c_str());
+  *out = st->cuda;
+  return ncclSuccess;
+}
+
+// Puts item on stream: a put's bytes copied from src into staging, an event, a wait's cuStreamWaitValue64; then
+// hands it to the one-sided thread.
+ncclResult_t cudaEnqueue(ncclComm* comm, const char* api, cudaStream_t stream, CudaRma::Item item, const void* src) {
+  CudaRma* c = nullptr;
+  NCCLCHECK(cudaRmaOf(comm, &c));
+  const DeviceGuard device(comm);
+  NCCLCHECK(device.result());
+  DeviceRuntime* rt = comm->runtime;
+  auto failed = [&](const char* what) {
+    const std::string why = rt->lastError();
+    if (item.staging.host) {
+      std::lock_guard<std::mutex> lock(c->mu);
+      c->spare.push_back(item.staging);
+    }
+    if (item.event) rt->eventDestroy(item.event);
+    return setError(comm, ncclUnhandledCudaError, "%s: rank %d: %s failed: %s", api, comm->rank, what, why.c_str());
+  };
+  const size_t bytes = item.h.bytes;
+  if (bytes) {
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      for (size_t i = 0; i < c->spare.size(); i++)
+        if (c->spare[i].size >= bytes) {
+          item.staging = c->spare[i];
+          c->spare.erase(c->spare.begin() + (long)i);
+          break;
+        }
+    }
+    // Sizes in powers of two from 64 KiB, so that buffers serve the puts after them.
+    size_t size = 64 << 10;
+    while (size < bytes) size *= 2;
+    if (!item.staging.host && rt->alloc(MemKind::HostPinned, size, &item.staging) != ncclSuccess)
+      return failed("allocating pinned memory for the put's bytes");
+    if (rt->copyAsync(item.staging.ptr, src, bytes, stream) != ncclSuccess) return failed("the copy to pinned memory");
+  }
+  if (rt->eventCreate(&item.event) != ncclSuccess || rt->eventRecord(item.event, stream) != ncclSuccess)
+    return failed("an event behind it");
+  if (item.wait) {
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      auto it = c->slotOf.find(stream);
+      if (it == c->slotOf.end()) {
+        if (c->slotOf.size() == CudaRma::kStreams) {
+          rt->eventDestroy(item.event);
+          return setError(comm, ncclInvalidUsage, "%s: rank %d: waits on more than %zu streams of one communicator; "
+                          "use fewer streams for ncclWaitSignal", api, comm->rank, CudaRma::kStreams);
+        }
+        it = c->slotOf.emplace(stream, c->slotOf.size()).first;
+      }
+      item.slot = it->second;
+      item.gen = ++c->gens[item.slot];
+    }
+    if (rt->streamWaitValue(stream, (char*)c->words.ptr + item.slot * sizeof(uint64_t), item.gen) != ncclSuccess)
+      return failed("cuStreamWaitValue64 on the stream");
+  }
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->items.push_back(std::move(item));
+  }
+  c->cv.notify_one();
+  return ncclSuccess;
+}
+
+// On the stream at once, or at ncclGroupEnd inside a group.
+ncclResult_t submitCuda(ncclComm* comm, const char* api, cudaStream_t stream, CudaRma::Item item, const void* src) {
+  if (groupDepth() > 0) {
+    groupAddJob([comm, api, stream, item = std::move(item), src]() mutable {
+      return cudaEnqueue(comm, api, stream, std::move(item), src);
+    });
+    return ncclSuccess;
+  }
+  return cudaEnqueue(comm, api, stream, std::move(item), src);
+}
+
+// Stops the one-sided thread. Waits it never let go are let go now (a stream must not stay stuck on a freed
+// communicator); their words stay allocated, since a stream may still read them.
+void cudaRmaFree(ncclComm* comm, RmaState* st) {
+  CudaRma* c = st->cuda;
+  if (!c) return;
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->stop = true;
+  }
+  c->cv.notify_all();
+  c->thread.join();
+  const DeviceGuard device(comm);
+  DeviceRuntime* rt = comm->runtime;
+  bool waiting = false;
+  for (CudaRma::Item& x : c->items) {
+    if (x.wait) {
+      __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+      waiting = true;
+    }
+    if (x.staging.host) c->spare.push_back(x.staging);
+    rt->eventDestroy(x.event);
+  }
+  if (!c->items.empty())
+    WARN("one-sided: rank %d: the communicator was freed with %zu one-sided operation(s) its streams had not reached",
+         comm->rank, c->items.size());
+  for (DeviceMem& m : c->spare) rt->free(&m);
+  if (!waiting) rt->free(&c->words);
+  delete c;
+  st->cuda = nullptr;
+}
+
+// Checks shared by the three calls; *stream gets the host stream (nullptr on the CUDA backend).
 ncclResult_t checkOneSided(ncclComm* comm, const char* api, cudaStream_t stream, HostStream** out) {
   NCCLCHECK(checkComm(comm, api));
-  if (comm->backend != plexusBackendHost)
-    return setError(comm, ncclInvalidUsage, "%s: one-sided operations run on the host backend only so far", api);
+  *out = nullptr;
   if (comm->revoked.load() || comm->suspended.load())
     return setError(comm, ncclInvalidUsage, "%s: the communicator is %s", api,
                     comm->revoked.load() ? "revoked" : "suspended (ncclCommResume first)");
@@ -696,6 +1013,20 @@ ncclResult_t checkOneSided(ncclComm* comm, const char* api, cudaStream_t stream,
   if (async != ncclSuccess)
     return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
                     ncclGetErrorString(async), lastError(comm));
+  if (comm->backend == plexusBackendCuda) {
+    const DeviceGuard device(comm);
+    NCCLCHECK(device.result());
+    bool capturing = false;
+    void* graph = nullptr;
+    if (comm->runtime->captureStatus(stream, &capturing, &graph) != ncclSuccess)
+      return setError(comm, ncclUnhandledCudaError, "%s: rank %d: cannot ask the stream's capture status: %s", api,
+                      comm->rank, comm->runtime->lastError().c_str());
+    if (capturing)
+      return setError(comm, ncclInvalidUsage, "%s: the stream is capturing a CUDA graph; one-sided calls cannot be "
+                      "captured yet (call them outside the capture)", api);
+    rmaStart(comm);
+    return ncclSuccess;
+  }
   *out = hostStreamOf(stream, comm->device);
   if (!*out)
     return setError(comm, ncclInvalidArgument,
@@ -816,6 +1147,7 @@ void rmaForEachLink(ncclComm* comm, const std::function<void(const Connection&, 
 bool rmaFree(ncclComm* comm) {
   RmaState* st = stateOf(comm);
   if (!st) return true;
+  cudaRmaFree(comm, st);  // its sends end within the timeout (the service still answers meanwhile)
   __atomic_store_n(&st->stopFlag, 1, __ATOMIC_RELEASE);
   if (st->service.joinable()) st->service.join();
   const bool released = transportFree(comm, st->links);
@@ -862,6 +1194,13 @@ ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t d
     return setError(comm, ncclInvalidArgument, "%s: %zu bytes at offset %zu do not fit the %zu-byte window", api,
                     bytes, peerWinOffset, win.size);
   const RmaHeader h{kRmaMagic, sigIdx, ctx, kPut, win.index + 1, peerWinOffset, bytes};
+  if (!hs) {
+    if (bytes) NCCLCHECK(checkPointer(comm, api, "localbuff", localbuff));
+    CudaRma::Item item;
+    item.peer = peer;
+    item.h = h;
+    return submitCuda(comm, api, stream, std::move(item), localbuff);
+  }
   return submit(hs, [comm, peer, h, localbuff] { return rmaSend(comm, peer, h, localbuff); });
 }
 
@@ -874,6 +1213,12 @@ ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclC
   NCCLCHECK(checkSignal(comm, api, peer, sigIdx, ctx));
   if (flags != 0) return setError(comm, ncclInvalidArgument, "%s: flags 0x%x: none are defined; pass 0", api, flags);
   const RmaHeader h{kRmaMagic, sigIdx, ctx, kPut, 0, 0, 0};
+  if (!hs) {
+    CudaRma::Item item;
+    item.peer = peer;
+    item.h = h;
+    return submitCuda(comm, api, stream, std::move(item), nullptr);
+  }
   return submit(hs, [comm, peer, h] { return rmaSend(comm, peer, h, nullptr); });
 }
 
@@ -892,6 +1237,12 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclCo
     NCCLCHECK(checkSignal(comm, api, descs[i].peer, descs[i].sigIdx, descs[i].ctx));
     if (descs[i].opCnt < 0)
       return setError(comm, ncclInvalidArgument, "%s: signalDescs[%d].opCnt %d is negative", api, i, descs[i].opCnt);
+  }
+  if (!hs) {
+    CudaRma::Item item;
+    item.wait = true;
+    item.descs = std::move(descs);
+    return submitCuda(comm, api, stream, std::move(item), nullptr);
   }
   return submit(hs, [comm, descs = std::move(descs)] { return waitSignals(comm, descs); });
 }
