@@ -65,6 +65,7 @@ void body(Driver& d) {
   for (size_t li = 0; li < d.ranks.size(); ++li) {
     const Rank& r = d.ranks[li];
     const int prev = (r.rank + n - 1) % n;
+    streamSync(r.stream);  // the waits are done (toHost orders itself behind them only on a CUDA stream)
     toHost(host.data(), st[li].win, bytes, r.stream);
     long wrong = 0;
     size_t first = 0;
