@@ -747,6 +747,7 @@ struct CudaRma {
   std::condition_variable cv;
   std::deque<Item> items;  // in call order
   std::vector<DeviceMem> spare;  // staging buffers to use again
+  std::vector<DeviceMem> retired;  // staging a failed call's copy may still write: freed with the communicator
   DeviceMem words;  // HostMapped, kStreams words
   std::map<cudaStream_t, size_t> slotOf;
   uint64_t gens[kStreams] = {};  // per slot: the last value handed out
@@ -905,11 +906,12 @@ ncclResult_t cudaEnqueue(ncclComm* comm, const char* api, cudaStream_t stream, C
   const DeviceGuard device(comm);
   NCCLCHECK(device.result());
   DeviceRuntime* rt = comm->runtime;
+  bool copying = false;  // the stream may still write the staging buffer
   auto failed = [&](const char* what) {
     const std::string why = rt->lastError();
     if (item.staging.host) {
       std::lock_guard<std::mutex> lock(c->mu);
-      c->spare.push_back(item.staging);
+      (copying ? c->retired : c->spare).push_back(item.staging);
     }
     if (item.event) rt->eventDestroy(item.event);
     return setError(comm, ncclUnhandledCudaError, "%s: rank %d: %s failed: %s", api, comm->rank, what, why.c_str());
@@ -931,6 +933,7 @@ ncclResult_t cudaEnqueue(ncclComm* comm, const char* api, cudaStream_t stream, C
     if (!item.staging.host && rt->alloc(MemKind::HostPinned, size, &item.staging) != ncclSuccess)
       return failed("allocating pinned memory for the put's bytes");
     if (rt->copyAsync(item.staging.ptr, src, bytes, stream) != ncclSuccess) return failed("the copy to pinned memory");
+    copying = true;
   }
   if (rt->eventCreate(&item.event) != ncclSuccess || rt->eventRecord(item.event, stream) != ncclSuccess)
     return failed("an event behind it");
@@ -997,6 +1000,7 @@ void cudaRmaFree(ncclComm* comm, RmaState* st) {
     WARN("one-sided: rank %d: the communicator was freed with %zu one-sided operation(s) its streams had not reached",
          comm->rank, c->items.size());
   for (DeviceMem& m : c->spare) rt->free(&m);
+  for (DeviceMem& m : c->retired) rt->free(&m);
   if (!waiting) rt->free(&c->words);
   delete c;
   st->cuda = nullptr;
