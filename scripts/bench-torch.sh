@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # torch.distributed on plexus beside gloo in one run: collectives 8 B .. 64 MiB (bench/torch_bench.py) with 2 and 4
 # processes, busbw and the ratio plexus/gloo; the DDP example's step time on both; and the binding's overhead: the
-# 1 MiB allreduce through torch beside plexus-perf's own time in the same minutes.
+# 1 MiB allreduce through torch beside plexus-perf's own time in the same minutes; and Open MPI's AlltoAll beside
+# plexus-perf's at 16 and 64 MiB, the memory-bound reference for the large sizes.
 #   scripts/bench-torch.sh [build dir, default build]        (SECONDS_PER_POINT=0.2 by default)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,3 +58,21 @@ p = float(row[5])  # out-of-place time (us)
 print("  torch.distributed (plexus) %.1f us, plexus-perf %.1f us (-z 2: synchronized after each): overhead %.0f%%" %
       (t, p, (t / p - 1) * 100))
 PY
+echo
+# Where gloo is within a few times of the machine's limit, 5x gloo cannot be had: Open MPI's and plexus-perf's own
+# AlltoAll at the large sizes, same processes, show that limit (the bytes every rank must copy through memory).
+echo "The memory-bound reference: AlltoAll, 2 processes, Open MPI (bench/mpi_allreduce) beside plexus-perf"
+if command -v mpirun >/dev/null && [[ -x $build/bin/mpi_allreduce ]]; then
+  timeout 300 mpirun --allow-run-as-root -np 2 "$build/bin/mpi_allreduce" -C alltoall -b 16M -e 64M -f 4 -n 10 -w 2 \
+    >"$tmp/mpi.a2a" 2>&1
+  port=$((port + 1))
+  for r in 0 1; do
+    NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" alltoall -b 16M \
+      -e 64M -f 4 -n 10 -w 2 -c 0 >"$tmp/perf.a2a.$r" 2>&1 &
+  done
+  wait
+  join <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/mpi.a2a") <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/perf.a2a.0") |
+    awk '{ printf "  %9d B: Open MPI %9.1f us, plexus-perf %9.1f us\n", $1, $2, $3 }'
+else
+  echo "  (no mpirun or bench/mpi_allreduce in this build)"
+fi
