@@ -70,7 +70,7 @@ if command -v mpirun >/dev/null && [[ -x $build/bin/mpi_allreduce ]]; then
     NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" alltoall -b 16M \
       -e 64M -f 4 -n 10 -w 2 -c 0 >"$tmp/perf.a2a.$r" 2>&1 &
   done
-  wait || echo "  plexus-perf failed: $(tail -1 "$tmp/perf.a2a.0")"
+  wait
   join <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/mpi.a2a") <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/perf.a2a.0") |
     awk '{ printf "  %9d B: Open MPI %9.1f us, plexus-perf %9.1f us\n", $1, $2, $3 }'
 else
