@@ -326,9 +326,11 @@ void checkBackend(const Rank& r) {
     fail("rank %d: ncclCommCount/UserRank say %d/%d, expected %d/%d", r.rank, count, user, r.nranks, r.rank);
 }
 
+// A body that aborted its communicators set their comm to nullptr: only their streams are left to free.
 void teardown(Driver& d) {
   for (Rank& r : d.ranks) streamSync(r.stream);
   for (Rank& r : d.ranks) {
+    if (!r.comm) continue;
     ncclResult_t async = ncclSuccess;
     GT_NCCL(r.comm, ncclCommGetAsyncError(r.comm, &async));
     if (async != ncclSuccess) fail("rank %d: asynchronous error %s (%s)", r.rank, ncclGetErrorString(async),
@@ -336,10 +338,11 @@ void teardown(Driver& d) {
   }
   // Finalize is collective: several communicators of one thread finalize inside one group.
   if (d.ranks.size() > 1) GT_NCCL(nullptr, ncclGroupStart());
-  for (Rank& r : d.ranks) GT_NCCL(r.comm, ncclCommFinalize(r.comm));
+  for (Rank& r : d.ranks)
+    if (r.comm) GT_NCCL(r.comm, ncclCommFinalize(r.comm));
   if (d.ranks.size() > 1) GT_NCCL(nullptr, ncclGroupEnd());
   for (Rank& r : d.ranks) {
-    GT_NCCL(r.comm, ncclCommDestroy(r.comm));
+    if (r.comm) GT_NCCL(r.comm, ncclCommDestroy(r.comm));
     if (hostMode())
       GT_NCCL(nullptr, plexusStreamDestroy(r.stream));
     else

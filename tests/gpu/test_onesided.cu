@@ -87,17 +87,54 @@ void body(Driver& d) {
   }
 }
 
+// Rank 0 waits on its stream for a signal rank 1 never raises, with a 2 s timeout: the wait must end (on the CUDA
+// backend the stream goes on and the communicator reports ncclTimeout; on the host backend the stream's
+// synchronization returns it) within a bound, naming rank 1. Then every rank aborts its communicator.
+void bodyTimeout(Driver& d) {
+  for (Rank& r : d.ranks) GT_NCCL(r.comm, plexusCommSetTimeout(r.comm, 2.0));
+  d.barrier();
+  setPhase("a wait for a signal that never comes");
+  for (Rank& r : d.ranks) {
+    if (r.rank != 0) continue;
+    ncclWaitSignalDesc_t never{1, 1, 7, 0};
+    GT_NCCL(r.comm, ncclWaitSignal(1, &never, r.comm, r.stream));
+    const double t0 = nowSeconds();
+    ncclResult_t synced = ncclSuccess;
+    if (hostMode())
+      synced = plexusStreamSynchronize(r.stream);
+    else
+      GT_CUDA(cudaStreamSynchronize(r.stream));
+    const double took = nowSeconds() - t0;
+    ncclResult_t async = ncclSuccess;
+    GT_NCCL(r.comm, ncclCommGetAsyncError(r.comm, &async));
+    const ncclResult_t seen = synced != ncclSuccess ? synced : async;
+    const std::string why = ncclGetLastError(r.comm);
+    note("rank 0: the wait ended after %.1f s with %s: %s", took, ncclGetErrorString(seen), why.c_str());
+    GT_CHECK(seen == ncclTimeout, "the wait ended with %s, not ncclTimeout", ncclGetErrorString(seen));
+    GT_CHECK(took > 1.5 && took < 30, "the wait ended after %.1f s; the timeout is 2 s", took);
+    GT_CHECK(why.find("from rank 1") != std::string::npos, "the message does not name rank 1: %s", why.c_str());
+    countRun();
+  }
+  d.barrier();
+  for (Rank& r : d.ranks) {
+    GT_NCCL(nullptr, ncclCommAbort(r.comm));
+    r.comm = nullptr;
+  }
+}
+
 }  // namespace
 
 int testOneSided(int argc, char** argv) {
-  if (argc < 3) fatal("usage: onesided <group|threads|procs> <nranks>");
+  if (argc < 3) fatal("usage: onesided <group|threads|procs> <nranks> [timeout]");
   const Mode mode = parseMode(argv[1]);
   const int n = std::atoi(argv[2]);
+  const bool timeout = argc > 3 && std::strcmp(argv[3], "timeout") == 0;
   if (n < 2 || n > 8) fatal("nranks %d: 2 to 8", n);
   requireDevice(mode == Mode::Procs);
   startWatchdog(240);
-  const std::string label = format("one-sided %s %d ranks%s", modeName(mode), n, hostMode() ? " on the host backend" : "");
-  runTeam(mode, n, 200, body);
+  const std::string label = format("one-sided%s %s %d ranks%s", timeout ? " timeout" : "", modeName(mode), n,
+                                   hostMode() ? " on the host backend" : "");
+  runTeam(mode, n, 200, timeout ? bodyTimeout : body);
   return finish(label);
 }
 
