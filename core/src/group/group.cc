@@ -23,6 +23,7 @@ struct Job {
   std::shared_ptr<ncclResult_t> result;
 };
 thread_local std::vector<Job> groupJobs;
+thread_local std::vector<std::function<ncclResult_t()>> groupDeferred;
 // The profiler's GroupApi event: opened by the group's first operation, closed when its ncclGroupEnd returns.
 thread_local struct {
   ncclComm* comm = nullptr;  // whose plugin opened it; nullptr: none open
@@ -80,6 +81,8 @@ void groupAddJob(std::function<ncclResult_t()> job) {
   std::thread t([job = std::move(job), result] { *result = job(); });
   groupJobs.push_back(Job{std::move(t), result});
 }
+
+void groupAddDeferred(std::function<ncclResult_t()> op) { groupDeferred.push_back(std::move(op)); }
 
 int groupDepth() { return depth; }
 
@@ -149,6 +152,12 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
     }
     ncclResult_t r = planAndLaunch(comm);
     if (r != ncclSuccess) result = r;
+  }
+  std::vector<std::function<ncclResult_t()>> deferred;
+  deferred.swap(groupDeferred);
+  for (auto& op : deferred) {
+    if (result != ncclSuccess || simulatedUs) break;
+    result = op();
   }
   if (simulatedUs && result == ncclSuccess) *simulatedUs = slowest;
   return result;

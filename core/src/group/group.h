@@ -53,6 +53,10 @@ void groupForget(ncclComm* comm);
 // carry it (ncclCommSplit with NCCL_SPLIT_NOCOLOR still takes part in the parent's exchange): it runs
 // on a thread of its own at once, and the outermost ncclGroupEnd waits for it and returns its error.
 void groupAddJob(std::function<ncclResult_t()> job);
+// An operation made inside a group that goes on a stream at the outermost ncclGroupEnd (the one-sided calls): run
+// there in call order, on the calling thread, after the group's collectives are launched; dropped when the group
+// fails or is only simulated.
+void groupAddDeferred(std::function<ncclResult_t()> op);
 
 // ncclGroupSimulateEnd: ends the group as ncclGroupEnd does (communicators created in it are waited
 // for), but launches nothing: the collected operations are costed with the algorithms' models and

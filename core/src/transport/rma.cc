@@ -966,7 +966,7 @@ ncclResult_t cudaEnqueue(ncclComm* comm, const char* api, cudaStream_t stream, C
 // On the stream at once, or at ncclGroupEnd inside a group.
 ncclResult_t submitCuda(ncclComm* comm, const char* api, cudaStream_t stream, CudaRma::Item item, const void* src) {
   if (groupDepth() > 0) {
-    groupAddJob([comm, api, stream, item = std::move(item), src]() mutable {
+    groupAddDeferred([comm, api, stream, item = std::move(item), src]() mutable {
       return cudaEnqueue(comm, api, stream, std::move(item), src);
     });
     return ncclSuccess;
@@ -1054,8 +1054,8 @@ ncclResult_t checkSignal(ncclComm* comm, const char* api, int peer, int sigIdx, 
 
 // On the stream at once, or at ncclGroupEnd inside a group.
 ncclResult_t submit(HostStream* stream, std::function<ncclResult_t()> op) {
-  if (groupDepth() > 0) {
-    groupAddJob([stream, op = std::move(op)] {
+  if (groupDepth() > 0) {  // in call order at ncclGroupEnd: one stream's operations must keep theirs
+    groupAddDeferred([stream, op = std::move(op)] {
       stream->enqueue(op);
       return ncclSuccess;
     });
