@@ -758,6 +758,12 @@ struct CudaRma {
 
 namespace {
 
+// Lets the stream of wait x go on. The release orders the counts (and the window copies before them) before the
+// stream's next work.
+void releaseWait(CudaRma* c, const CudaRma::Item& x) {
+  __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+}
+
 // The first failure of the one-sided thread becomes the communicator's, as a kernel's would.
 void cudaFail(ncclComm* comm, ncclResult_t r) {
   ncclResult_t none = ncclSuccess;
@@ -828,7 +834,7 @@ void cudaLoop(ncclComm* comm, RmaState* st, CudaRma* c) {
         if (q != ncclSuccess) {  // the stream failed before the item: it is dropped (a wait lets the stream go on)
           cudaFail(comm, setError(comm, ncclUnhandledCudaError, "%s: rank %d: the stream failed before it: %s",
                                   x.wait ? "ncclWaitSignal" : "ncclPutSignal", comm->rank, rt->lastError().c_str()));
-          if (x.wait) __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+          if (x.wait) releaseWait(c, x);
           if (x.staging.host) c->spare.push_back(x.staging);
           rt->eventDestroy(x.event);
           c->items.erase(c->items.begin() + (long)i);
@@ -847,8 +853,7 @@ void cudaLoop(ncclComm* comm, RmaState* st, CudaRma* c) {
           i++;
           continue;
         }
-        // The release orders the counts (and the window copies before them) before the stream's next work.
-        __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+        releaseWait(c, x);
         rt->eventDestroy(x.event);
         c->items.erase(c->items.begin() + (long)i);
         moved = true;
@@ -990,7 +995,7 @@ void cudaRmaFree(ncclComm* comm, RmaState* st) {
   bool waiting = false;
   for (CudaRma::Item& x : c->items) {
     if (x.wait) {
-      __atomic_store_n((uint64_t*)c->words.host + x.slot, x.gen, __ATOMIC_RELEASE);
+      releaseWait(c, x);
       waiting = true;
     }
     if (x.staging.host) c->spare.push_back(x.staging);
