@@ -128,10 +128,12 @@ template <typename T> size_t verifyReduced(const void* buf, size_t count, ncclRe
 
 // PreMulSum (ncclRedOpCreatePreMulSum with scalar): every rank's fill(ncclSum) input multiplied by
 // scalar, then summed. Callers pick inputs and scalars whose products and sums are exact, so the
-// double arithmetic here is what the element type computes, in any order.
+// double arithmetic here is what the element type computes, in any order; except that an integer
+// type wraps (int8 on 8 ranks: 3 x 68 > 127), which two's complement does alike in any order too.
 template <typename T> double preMulSumRanks(T scalar, int nranks, size_t i) {
   double acc = 0;
   for (int r = 0; r < nranks; r++) acc += toDouble(scalar) * inputHeld<T>(ncclSum, r, i);
+  if constexpr (std::is_integral_v<T>) return (double)(T)(uint64_t)(int64_t)acc;
   return acc;
 }
 
