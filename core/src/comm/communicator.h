@@ -21,6 +21,7 @@
 #include "planner/tuning.h"
 #include "plugin/loader.h"
 #include "topo/topo.h"
+#include "transport/transport.h"
 
 namespace plexus {
 class HostExecutor;
@@ -106,6 +107,7 @@ struct ncclComm {
   std::vector<plexus::Task> tasks;
   std::vector<plexus::Task> plannedTasks;  // the planner's copy of the group being launched
   std::vector<plexusDevWork_v1_t> plannedWorks;  // the works of the launch being planned
+  std::vector<plexus::ConnectRequest> plannedConnects;  // the point-to-point connectors the group uses
   bool inGroup = false;
 
   std::thread initThread;  // nonblocking init runs here

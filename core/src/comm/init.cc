@@ -341,14 +341,17 @@ bool commCudaKernelsBusy() {
 }
 
 bool commIsLive(const ncclComm* comm) {
-  thread_local const ncclComm* cached = nullptr;
-  thread_local uint64_t cachedEpoch = 0;
+  // One thread-local: each costs a call to find it.
+  thread_local struct {
+    const ncclComm* comm;
+    uint64_t epoch;
+  } cached{nullptr, 0};
   const uint64_t epoch = liveEpoch.load(std::memory_order_acquire);
-  if (comm == cached && epoch == cachedEpoch) return true;
+  if (comm == cached.comm && epoch == cached.epoch) return true;
   std::lock_guard<std::mutex> lock(liveMutex);
   if (!liveComms().count(comm)) return false;
-  cached = comm;
-  cachedEpoch = epoch;
+  cached.comm = comm;
+  cached.epoch = epoch;
   return true;
 }
 

@@ -178,6 +178,19 @@ ncclResult_t collective(const CollArgs& a, bool needSend, bool needRecv, size_t 
   return enqueueTask(comm, t);
 }
 
+// A send or receive whose arguments were checked: checked is checkCommon's task (stream, datatype, count).
+ncclResult_t enqueueP2p(ncclComm* comm, const Task& checked, ncclFunc_t func, const void* buff, int peer) {
+  if (checked.count == 0) return ncclSuccess;
+  Task t = checked;
+  t.func = func;
+  t.sendbuff = func == ncclFuncSend ? buff : nullptr;
+  t.recvbuff = func == ncclFuncRecv ? const_cast<void*>(buff) : nullptr;
+  t.peer = peer;
+  t.root = -1;
+  t.devOp = plexusDevSum;
+  return enqueueTask(comm, t);
+}
+
 // Send or Recv of count elements with peer; part of a group of such calls.
 ncclResult_t p2p(const char* api, ncclFunc_t func, const void* buff, size_t count, ncclDataType_t datatype, int peer,
                  ncclComm_t comm, cudaStream_t stream) {
@@ -187,14 +200,7 @@ ncclResult_t p2p(const char* api, ncclFunc_t func, const void* buff, size_t coun
     r = setError(comm, ncclInvalidArgument, "%s: peer %d is out of range [0, %d)", api, peer, comm->nRanks);
   if (r == ncclSuccess) r = checkBuffer(comm, api, func == ncclFuncSend ? "sendbuff" : "recvbuff", buff, count);
   if (r != ncclSuccess) return refuse(r);
-  t.func = func;
-  t.sendbuff = func == ncclFuncSend ? buff : nullptr;
-  t.recvbuff = func == ncclFuncRecv ? const_cast<void*>(buff) : nullptr;
-  t.peer = peer;
-  t.root = -1;
-  t.devOp = plexusDevSum;
-  if (count == 0) return ncclSuccess;
-  return enqueueTask(comm, t);
+  return enqueueP2p(comm, t, func, buff, peer);
 }
 
 // Runs fn inside a group of its own, so that the sends and receives it enqueues launch together.
@@ -278,7 +284,7 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
          ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                           cudaStream_t stream) {
-  Task probe{};
+  Task probe{};  // checked once: its parts are enqueued as they are
   ncclResult_t r = checkCommon(comm, "ncclAlltoAll", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
                                stream, &probe);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "sendbuff", sendbuff, count);
@@ -289,8 +295,8 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
   const size_t bytes = count * typeSize(datatype);
   return grouped([&]() -> ncclResult_t {
     for (int p = 0; p < comm->nRanks; p++) {
-      NCCLCHECK(ncclSend((const char*)sendbuff + p * bytes, count, datatype, p, comm, stream));
-      NCCLCHECK(ncclRecv((char*)recvbuff + p * bytes, count, datatype, p, comm, stream));
+      NCCLCHECK(enqueueP2p(comm, probe, ncclFuncSend, (const char*)sendbuff + p * bytes, p));
+      NCCLCHECK(enqueueP2p(comm, probe, ncclFuncRecv, (char*)recvbuff + p * bytes, p));
     }
     return ncclSuccess;
   });
@@ -311,8 +317,8 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
   return grouped([&]() -> ncclResult_t {
     if (comm->rank == root)
       for (int p = 0; p < comm->nRanks; p++)
-        NCCLCHECK(ncclRecv((char*)recvbuff + p * bytes, count, datatype, p, comm, stream));
-    return ncclSend(sendbuff, count, datatype, root, comm, stream);
+        NCCLCHECK(enqueueP2p(comm, probe, ncclFuncRecv, (char*)recvbuff + p * bytes, p));
+    return enqueueP2p(comm, probe, ncclFuncSend, sendbuff, root);
   });
 }
 
@@ -331,8 +337,8 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
   return grouped([&]() -> ncclResult_t {
     if (comm->rank == root)
       for (int p = 0; p < comm->nRanks; p++)
-        NCCLCHECK(ncclSend((const char*)sendbuff + p * bytes, count, datatype, p, comm, stream));
-    return ncclRecv(recvbuff, count, datatype, root, comm, stream);
+        NCCLCHECK(enqueueP2p(comm, probe, ncclFuncSend, (const char*)sendbuff + p * bytes, p));
+    return enqueueP2p(comm, probe, ncclFuncRecv, recvbuff, root);
   });
 }
 

@@ -14,21 +14,28 @@
 namespace plexus {
 
 namespace {
-thread_local int depth = 0;
-thread_local std::vector<ncclComm*> groupComms;
-thread_local ncclResult_t groupError = ncclSuccess;
-thread_local std::vector<ncclComm*> groupInits;
 struct Job {
   std::thread thread;
   std::shared_ptr<ncclResult_t> result;
 };
-thread_local std::vector<Job> groupJobs;
-thread_local std::vector<std::function<ncclResult_t()>> groupDeferred;
-// The profiler's GroupApi event: opened by the group's first operation, closed when its ncclGroupEnd returns.
-thread_local struct {
-  ncclComm* comm = nullptr;  // whose plugin opened it; nullptr: none open
-  void* handle = nullptr;
-} apiGroup;
+// A thread's group: one thread-local object, found once per call (each thread-local of a shared library costs a
+// call to find it, and the launch path passes here several times per operation).
+struct GroupState {
+  int depth = 0;
+  ncclResult_t error = ncclSuccess;
+  std::vector<ncclComm*> comms;
+  std::vector<ncclComm*> launching;  // comms' spare: the two trade places, so neither allocates once grown
+  std::vector<ncclComm*> inits;
+  std::vector<Job> jobs;
+  std::vector<std::function<ncclResult_t()>> deferred;
+  // The profiler's GroupApi event: opened by the group's first operation, closed when its ncclGroupEnd returns.
+  ncclComm* apiComm = nullptr;  // whose plugin opened it; nullptr: none open
+  void* apiHandle = nullptr;
+};
+GroupState& groupState() {
+  static thread_local GroupState state;
+  return state;
+}
 
 bool streamCaptured(ncclComm* comm, cudaStream_t stream) {
   bool capturing = false;
@@ -37,29 +44,30 @@ bool streamCaptured(ncclComm* comm, cudaStream_t stream) {
          capturing;
 }
 
-void apiGroupOpen(ncclComm* comm, cudaStream_t stream) {
-  if (apiGroup.comm || !comm->profiler) return;
+void apiGroupOpen(GroupState& g, ncclComm* comm, cudaStream_t stream) {
+  if (g.apiComm || !comm->profiler) return;
   ncclProfilerEventDescr_v6_t d{};
   d.type = ncclProfileGroupApi;
   d.groupApi.graphCaptured = streamCaptured(comm, stream);
-  d.groupApi.groupDepth = depth + 1;  // NCCL counts the implicit group it opens around every call
-  apiGroup.comm = comm;
-  apiGroup.handle = profilerStart(comm, &d);
-  profilerRecord(comm, apiGroup.handle, ncclProfilerGroupStartApiStop);
+  d.groupApi.groupDepth = g.depth + 1;  // NCCL counts the implicit group it opens around every call
+  g.apiComm = comm;
+  g.apiHandle = profilerStart(comm, &d);
+  profilerRecord(comm, g.apiHandle, ncclProfilerGroupStartApiStop);
 }
 
 // The outermost ncclGroupEnd (or a call outside any group) is about to plan: the GroupApi event says so, and its
 // destruction closes the event.
 struct ApiGroupEnd {
-  ApiGroupEnd() {
-    if (apiGroup.comm) profilerRecord(apiGroup.comm, apiGroup.handle, ncclProfilerGroupEndApiStart);
+  GroupState& g;
+  explicit ApiGroupEnd(GroupState& state) : g(state) {
+    if (g.apiComm) profilerRecord(g.apiComm, g.apiHandle, ncclProfilerGroupEndApiStart);
   }
   ~ApiGroupEnd() {
-    if (!apiGroup.comm) return;
+    if (!g.apiComm) return;
     // The communicator may have been destroyed inside the group; its plugin's table is the process's.
-    if (commIsLive(apiGroup.comm)) profilerStop(apiGroup.comm, apiGroup.handle);
-    apiGroup.comm = nullptr;
-    apiGroup.handle = nullptr;
+    if (commIsLive(g.apiComm)) profilerStop(g.apiComm, g.apiHandle);
+    g.apiComm = nullptr;
+    g.apiHandle = nullptr;
   }
 };
 
@@ -69,29 +77,31 @@ struct ApiGroupEnd {
 ncclResult_t groupEndImpl(float* simulatedUs);
 }  // namespace
 
-void groupAddInit(ncclComm* comm) { groupInits.push_back(comm); }
+void groupAddInit(ncclComm* comm) { groupState().inits.push_back(comm); }
 
 void groupForget(ncclComm* comm) {
-  std::erase(groupComms, comm);
-  std::erase(groupInits, comm);
+  GroupState& g = groupState();
+  std::erase(g.comms, comm);
+  std::erase(g.inits, comm);
 }
 
 void groupAddJob(std::function<ncclResult_t()> job) {
   auto result = std::make_shared<ncclResult_t>(ncclInProgress);
   std::thread t([job = std::move(job), result] { *result = job(); });
-  groupJobs.push_back(Job{std::move(t), result});
+  groupState().jobs.push_back(Job{std::move(t), result});
 }
 
-void groupAddDeferred(std::function<ncclResult_t()> op) { groupDeferred.push_back(std::move(op)); }
+void groupAddDeferred(std::function<ncclResult_t()> op) { groupState().deferred.push_back(std::move(op)); }
 
-int groupDepth() { return depth; }
+int groupDepth() { return groupState().depth; }
 
 void groupRecordError(ncclResult_t error) {
-  if (depth > 0 && groupError == ncclSuccess) groupError = error;
+  GroupState& g = groupState();
+  if (g.depth > 0 && g.error == ncclSuccess) g.error = error;
 }
 
 ncclResult_t groupStart() {
-  depth++;
+  groupState().depth++;
   return ncclSuccess;
 }
 
@@ -101,21 +111,22 @@ ncclResult_t groupSimulateEnd(float* estimatedUs) { return groupEndImpl(estimate
 
 namespace {
 ncclResult_t groupEndImpl(float* simulatedUs) {
-  if (depth == 0)
+  GroupState& g = groupState();
+  if (g.depth == 0)
     return setError(nullptr, ncclInvalidUsage, "%s: no matching ncclGroupStart on this thread",
                     simulatedUs ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
-  if (--depth > 0) return ncclSuccess;
-  const ApiGroupEnd profiled;
+  if (--g.depth > 0) return ncclSuccess;
+  const ApiGroupEnd profiled(g);
   ncclResult_t result = ncclSuccess;
   // Background jobs first (they may still use a parent's bootstrap), then the communicators' inits.
   std::vector<Job> jobs;
-  jobs.swap(groupJobs);
+  jobs.swap(g.jobs);
   for (Job& j : jobs) {
     j.thread.join();
     if (*j.result != ncclSuccess && result == ncclSuccess) result = *j.result;
   }
   std::vector<ncclComm*> inits;
-  inits.swap(groupInits);
+  inits.swap(g.inits);
   // A communicator aborted or destroyed by another thread inside the group is gone: skip it.
   auto gone = [&](ncclComm* comm) {
     if (commIsLive(comm)) return false;
@@ -129,12 +140,12 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
     comm->initThread.join();
     if (comm->state != ncclComm::State::Ready && result == ncclSuccess) result = comm->asyncError.load();
   }
-  if (groupError != ncclSuccess) result = groupError;
+  if (g.error != ncclSuccess) result = g.error;
   // Swapped with a spare that keeps its capacity: an operation outside a group allocates nothing here.
-  thread_local std::vector<ncclComm*> comms;
+  std::vector<ncclComm*>& comms = g.launching;
   comms.clear();
-  comms.swap(groupComms);
-  groupError = ncclSuccess;
+  comms.swap(g.comms);
+  g.error = ncclSuccess;
   float slowest = 0;
   for (ncclComm* comm : comms) {
     if (gone(comm)) continue;
@@ -154,7 +165,7 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
     if (r != ncclSuccess) result = r;
   }
   std::vector<std::function<ncclResult_t()>> deferred;
-  deferred.swap(groupDeferred);
+  deferred.swap(g.deferred);
   for (auto& op : deferred) {
     if (result != ncclSuccess || simulatedUs) break;
     result = op();
@@ -164,10 +175,10 @@ ncclResult_t groupEndImpl(float* simulatedUs) {
 }
 }  // namespace
 
-void* groupApiEvent() { return apiGroup.handle; }
+void* groupApiEvent() { return groupState().apiHandle; }
 
 namespace {
-ncclResult_t enqueueProfiled(ncclComm* comm, Task task);
+ncclResult_t enqueueProfiled(GroupState& g, ncclComm* comm, Task task);
 }
 
 ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
@@ -183,15 +194,16 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
                     "nccl%s: the communicator is suspended (ncclCommSuspend); call ncclCommResume first",
                     funcName(task.func));
   }
+  GroupState& g = groupState();
   if (profilerMask() & kProfileGroupApiTree) [[unlikely]]
-    return enqueueProfiled(comm, task);
+    return enqueueProfiled(g, comm, task);
   comm->tasks.push_back(task);
   // Outside any group an operation is a group of one: plan it at once (a group outside a group has
   // no deferred inits, jobs or other communicators to wait for).
-  if (depth == 0) return planAndLaunch(comm);
+  if (g.depth == 0) return planAndLaunch(comm);
   if (!comm->inGroup) {
     comm->inGroup = true;
-    groupComms.push_back(comm);
+    g.comms.push_back(comm);
   }
   return ncclSuccess;
 }
@@ -199,14 +211,14 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
 namespace {
 // enqueueTask with the profiler's API events: GroupApi (opened here by the group's first operation) and the
 // operation's CollApi/P2pApi, which its Coll/P2p events name as parent.
-ncclResult_t enqueueProfiled(ncclComm* comm, Task task) {
-  apiGroupOpen(comm, task.stream);
+ncclResult_t enqueueProfiled(GroupState& g, ncclComm* comm, Task task) {
+  apiGroupOpen(g, comm, task.stream);
   const bool p2p = task.func == ncclFuncSend || task.func == ncclFuncRecv;
   task.profApi = nullptr;
   if (profilerMask() & (p2p ? kProfileP2pApiTree : kProfileCollApiTree)) {
     ncclProfilerEventDescr_v6_t d{};
     d.type = p2p ? ncclProfileP2pApi : ncclProfileCollApi;
-    d.parentObj = apiGroup.handle;
+    d.parentObj = g.apiHandle;
     if (p2p) {
       d.p2pApi.func = funcName(task.func);
       d.p2pApi.count = task.count;
@@ -225,15 +237,15 @@ ncclResult_t enqueueProfiled(ncclComm* comm, Task task) {
   }
   ncclResult_t r;
   comm->tasks.push_back(task);
-  if (depth == 0) {
-    const ApiGroupEnd implicitGroup;
+  if (g.depth == 0) {
+    const ApiGroupEnd implicitGroup(g);
     r = planAndLaunch(comm);
     profilerStop(comm, task.profApi);
     return r;
   }
   if (!comm->inGroup) {
     comm->inGroup = true;
-    groupComms.push_back(comm);
+    g.comms.push_back(comm);
   }
   profilerStop(comm, task.profApi);
   return ncclSuccess;

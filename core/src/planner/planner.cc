@@ -366,7 +366,8 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     tasks.insert(tasks.begin() + kept, lowered.begin(), lowered.end());
   }
   if (!tasks.empty() && isP2p(tasks.back().func)) {
-    std::vector<ConnectRequest> p2pConnectors;
+    std::vector<ConnectRequest>& p2pConnectors = comm->plannedConnects;  // kept: no allocation once grown
+    p2pConnectors.clear();
     for (const Task& t : tasks)
       if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
     NCCLCHECK(transportConnectP2p(comm, p2pConnectors));

@@ -221,12 +221,16 @@ static std::unordered_set<HostStream*>& registry() {
 static std::atomic<uint64_t> registryEpoch{0};
 
 HostStream* hostStreamOf(cudaStream_t stream, int device) {
-  thread_local cudaStream_t cachedStream = nullptr;
-  thread_local int cachedDevice = -1;
-  thread_local HostStream* cached = nullptr;
-  thread_local uint64_t cachedEpoch = 0;
+  // One thread-local: each costs a call to find it.
+  thread_local struct {
+    cudaStream_t stream;
+    int device;
+    HostStream* found;
+    uint64_t epoch;
+  } cache{nullptr, -1, nullptr, 0};
   const uint64_t epoch = registryEpoch.load(std::memory_order_acquire);
-  if (cached && cachedStream == stream && (stream || cachedDevice == device) && cachedEpoch == epoch) return cached;
+  if (cache.found && cache.stream == stream && (stream || cache.device == device) && cache.epoch == epoch)
+    return cache.found;
   HostStream* s = nullptr;
   {
     std::lock_guard<std::mutex> lock(registryMutex);
@@ -241,12 +245,7 @@ HostStream* hostStreamOf(cudaStream_t stream, int device) {
       if (registry().count(candidate)) s = candidate;
     }
   }
-  if (s) {
-    cachedStream = stream;
-    cachedDevice = device;
-    cached = s;
-    cachedEpoch = epoch;
-  }
+  if (s) cache = {stream, device, s, epoch};
   return s;
 }
 
