@@ -19,9 +19,10 @@ struct Job {
   std::shared_ptr<ncclResult_t> result;
 };
 // A thread's group: one thread-local object, found once per call (each thread-local of a shared library costs a
-// call to find it, and the launch path passes here several times per operation).
+// call to find it, and the launch path passes here several times per operation). The depth stands apart: an
+// operation outside any group reads it alone, and a plain int needs no guard to construct it.
+thread_local int depth = 0;
 struct GroupState {
-  int depth = 0;
   ncclResult_t error = ncclSuccess;
   std::vector<ncclComm*> comms;
   std::vector<ncclComm*> launching;  // comms' spare: the two trade places, so neither allocates once grown
@@ -49,7 +50,7 @@ void apiGroupOpen(GroupState& g, ncclComm* comm, cudaStream_t stream) {
   ncclProfilerEventDescr_v6_t d{};
   d.type = ncclProfileGroupApi;
   d.groupApi.graphCaptured = streamCaptured(comm, stream);
-  d.groupApi.groupDepth = g.depth + 1;  // NCCL counts the implicit group it opens around every call
+  d.groupApi.groupDepth = depth + 1;  // NCCL counts the implicit group it opens around every call
   g.apiComm = comm;
   g.apiHandle = profilerStart(comm, &d);
   profilerRecord(comm, g.apiHandle, ncclProfilerGroupStartApiStop);
@@ -93,15 +94,16 @@ void groupAddJob(std::function<ncclResult_t()> job) {
 
 void groupAddDeferred(std::function<ncclResult_t()> op) { groupState().deferred.push_back(std::move(op)); }
 
-int groupDepth() { return groupState().depth; }
+int groupDepth() { return depth; }
 
 void groupRecordError(ncclResult_t error) {
+  if (depth == 0) return;
   GroupState& g = groupState();
-  if (g.depth > 0 && g.error == ncclSuccess) g.error = error;
+  if (g.error == ncclSuccess) g.error = error;
 }
 
 ncclResult_t groupStart() {
-  groupState().depth++;
+  depth++;
   return ncclSuccess;
 }
 
@@ -111,11 +113,11 @@ ncclResult_t groupSimulateEnd(float* estimatedUs) { return groupEndImpl(estimate
 
 namespace {
 ncclResult_t groupEndImpl(float* simulatedUs) {
-  GroupState& g = groupState();
-  if (g.depth == 0)
+  if (depth == 0)
     return setError(nullptr, ncclInvalidUsage, "%s: no matching ncclGroupStart on this thread",
                     simulatedUs ? "ncclGroupSimulateEnd" : "ncclGroupEnd");
-  if (--g.depth > 0) return ncclSuccess;
+  if (--depth > 0) return ncclSuccess;
+  GroupState& g = groupState();
   const ApiGroupEnd profiled(g);
   ncclResult_t result = ncclSuccess;
   // Background jobs first (they may still use a parent's bootstrap), then the communicators' inits.
@@ -194,16 +196,15 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
                     "nccl%s: the communicator is suspended (ncclCommSuspend); call ncclCommResume first",
                     funcName(task.func));
   }
-  GroupState& g = groupState();
   if (profilerMask() & kProfileGroupApiTree) [[unlikely]]
-    return enqueueProfiled(g, comm, task);
+    return enqueueProfiled(groupState(), comm, task);
   comm->tasks.push_back(task);
   // Outside any group an operation is a group of one: plan it at once (a group outside a group has
   // no deferred inits, jobs or other communicators to wait for).
-  if (g.depth == 0) return planAndLaunch(comm);
+  if (depth == 0) return planAndLaunch(comm);
   if (!comm->inGroup) {
     comm->inGroup = true;
-    g.comms.push_back(comm);
+    groupState().comms.push_back(comm);
   }
   return ncclSuccess;
 }
@@ -237,7 +238,7 @@ ncclResult_t enqueueProfiled(GroupState& g, ncclComm* comm, Task task) {
   }
   ncclResult_t r;
   comm->tasks.push_back(task);
-  if (g.depth == 0) {
+  if (depth == 0) {
     const ApiGroupEnd implicitGroup(g);
     r = planAndLaunch(comm);
     profilerStop(comm, task.profApi);
