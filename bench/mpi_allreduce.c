@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { kAllreduce, kAllgather, kBcast, kReduce, kReduceScatter, kAlltoall, kMemProbe };
+enum { kAllreduce, kAllgather, kBcast, kReduce, kReduceScatter, kAlltoall, kMemProbe, kCopyProbe };
 
 static const struct {
   const char* name;
@@ -30,6 +30,9 @@ static const struct {
     /* Not MPI: every rank at once reduces two arrays of the size into a third (2 reads and a write of it), the
      * memory traffic an AllReduce of 2 ranks cannot do without. Its rate bounds a host AllReduce's busbw. */
     {"memprobe", "memprobe", kMemProbe},
+    /* Not MPI: every rank at once copies an array of the size into another (a read and a write of it). On one rank,
+     * the memory traffic a Broadcast between two processes cannot do without, done by one core. */
+    {"copyprobe", "copyprobe", kCopyProbe},
 };
 
 static float* gThird; /* memprobe's second source */
@@ -41,6 +44,7 @@ static void usage(FILE* out) {
           "USAGE: mpirun -np N mpi_allreduce [options]\n"
           "  -C <collective>   allreduce|allgather|bcast|reduce|reduce_scatter|alltoall (default allreduce;\n"
           "                    memprobe: no MPI, each rank reduces two arrays of the size into a third at once;\n"
+          "                    copyprobe: no MPI, each rank copies an array of the size into another at once;\n"
           "                    plexus-perf names such as all_reduce are accepted too)\n"
           "  -b <size>         smallest size, K/M/G suffixes allowed (default 32M)\n"
           "  -e <size>         largest size (default 32M)\n"
@@ -120,6 +124,7 @@ static void runOnce(int kind, float* s, float* r, size_t param) {
     case kMemProbe:
       for (size_t k = 0; k < param; ++k) r[k] = s[k] + gThird[k];
       break;
+    case kCopyProbe: memcpy(r, s, param * sizeof(float)); break;
   }
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # torch.distributed on plexus beside gloo in one run: collectives 8 B .. 64 MiB (bench/torch_bench.py) with 2 and 4
 # processes, busbw and the ratio plexus/gloo; the DDP example's step time on both; and the binding's overhead: the
-# 1 MiB allreduce through torch beside plexus-perf's own time in the same minutes; and Open MPI's AlltoAll beside
-# plexus-perf's at 16 and 64 MiB, the memory-bound reference for the large sizes.
+# 1 MiB allreduce through torch beside plexus-perf's own time in the same minutes; and Open MPI's AlltoAll and Broadcast
+# beside plexus-perf's at 16 and 64 MiB, with a copy probe, the memory-bound references for the large sizes.
 #   scripts/bench-torch.sh [build dir, default build]        (SECONDS_PER_POINT=0.2 by default)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,6 +73,23 @@ if command -v mpirun >/dev/null && [[ -x $build/bin/mpi_allreduce ]]; then
   wait
   join <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/mpi.a2a") <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/perf.a2a.0") |
     awk '{ printf "  %9d B: Open MPI %9.1f us, plexus-perf %9.1f us\n", $1, $2, $3 }'
+  # Between two processes a Broadcast moves every byte through memory once at least: the root's buffer read, the
+  # receiver's written. One process copying the size does the same reads and writes on one core.
+  echo "Broadcast, 2 processes, beside the copy bound (one process copies the size once: bench/mpi_allreduce -C copyprobe)"
+  timeout 300 mpirun --allow-run-as-root -np 2 "$build/bin/mpi_allreduce" -C bcast -b 16M -e 64M -f 4 -n 10 -w 2 \
+    >"$tmp/mpi.bc" 2>&1 || echo "  Open MPI's run failed: $(tail -1 "$tmp/mpi.bc")"
+  timeout 300 mpirun --allow-run-as-root -np 1 "$build/bin/mpi_allreduce" -C copyprobe -b 16M -e 64M -f 4 -n 10 -w 2 \
+    >"$tmp/copy" 2>&1 || echo "  the copy probe failed: $(tail -1 "$tmp/copy")"
+  port=$((port + 1))
+  for r in 0 1; do
+    NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" broadcast -b 16M \
+      -e 64M -f 4 -n 10 -w 2 -c 0 >"$tmp/perf.bc.$r" 2>&1 &
+  done
+  wait
+  # plexus-perf's in-place time (column 10), as torch's broadcast runs in place.
+  join <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/copy") <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/mpi.bc") |
+    join - <(awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$tmp/perf.bc.0") |
+    awk '{ printf "  %9d B: copy bound %9.1f us, Open MPI %9.1f us, plexus-perf %9.1f us\n", $1, $2, $3, $4 }'
 else
   echo "  (no mpirun or bench/mpi_allreduce in this build)"
 fi
