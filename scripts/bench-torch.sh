@@ -60,35 +60,35 @@ print("  torch.distributed (plexus) %.1f us, plexus-perf %.1f us (-z 2: synchron
 PY
 echo
 # Where gloo is within a few times of the machine's limit, 5x gloo cannot be had: Open MPI's and plexus-perf's own
-# AlltoAll at the large sizes, same processes, show that limit (the bytes every rank must copy through memory).
-echo "The memory-bound reference: AlltoAll, 2 processes, Open MPI (bench/mpi_allreduce) beside plexus-perf"
-if command -v mpirun >/dev/null && [[ -x $build/bin/mpi_allreduce ]]; then
-  timeout 300 mpirun --allow-run-as-root -np 2 "$build/bin/mpi_allreduce" -C alltoall -b 16M -e 64M -f 4 -n 10 -w 2 \
-    >"$tmp/mpi.a2a" 2>&1 || echo "  Open MPI's run failed: $(tail -1 "$tmp/mpi.a2a")"
+# AlltoAll and Broadcast at the large sizes, same processes, show that limit (the bytes every rank must copy through
+# memory).
+mpiRun() {  # mpiRun NP KIND OUT: bench/mpi_allreduce's KIND at 16 and 64 MiB
+  timeout 300 mpirun --allow-run-as-root -np "$1" "$build/bin/mpi_allreduce" -C "$2" -b 16M -e 64M -f 4 -n 10 -w 2 \
+    >"$3" 2>&1 || echo "  $2's run failed: $(tail -1 "$3")"
+}
+perfRun() {  # perfRun COLL OUTPREFIX: plexus-perf's COLL at 16 and 64 MiB, 2 processes (OUTPREFIX.0 is rank 0's)
   port=$((port + 1))
   for r in 0 1; do
-    NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" alltoall -b 16M \
-      -e 64M -f 4 -n 10 -w 2 -c 0 >"$tmp/perf.a2a.$r" 2>&1 &
+    NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" "$1" -b 16M \
+      -e 64M -f 4 -n 10 -w 2 -c 0 >"$2.$r" 2>&1 &
   done
   wait
-  join <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/mpi.a2a") <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/perf.a2a.0") |
+}
+tableColumn() { awk -v c="$2" '$1 ~ /^[0-9]+$/ { print $1, $c }' "$1"; }  # size and column c of a table
+echo "The memory-bound reference: AlltoAll, 2 processes, Open MPI (bench/mpi_allreduce) beside plexus-perf"
+if command -v mpirun >/dev/null && [[ -x $build/bin/mpi_allreduce ]]; then
+  mpiRun 2 alltoall "$tmp/mpi.a2a"
+  perfRun alltoall "$tmp/perf.a2a"
+  join <(tableColumn "$tmp/mpi.a2a" 6) <(tableColumn "$tmp/perf.a2a.0" 6) |
     awk '{ printf "  %9d B: Open MPI %9.1f us, plexus-perf %9.1f us\n", $1, $2, $3 }'
   # Between two processes a Broadcast moves every byte through memory once at least: the root's buffer read, the
   # receiver's written. One process copying the size does the same reads and writes on one core.
   echo "Broadcast, 2 processes, beside the copy bound (one process copies the size once: bench/mpi_allreduce -C copyprobe)"
-  timeout 300 mpirun --allow-run-as-root -np 2 "$build/bin/mpi_allreduce" -C bcast -b 16M -e 64M -f 4 -n 10 -w 2 \
-    >"$tmp/mpi.bc" 2>&1 || echo "  Open MPI's run failed: $(tail -1 "$tmp/mpi.bc")"
-  timeout 300 mpirun --allow-run-as-root -np 1 "$build/bin/mpi_allreduce" -C copyprobe -b 16M -e 64M -f 4 -n 10 -w 2 \
-    >"$tmp/copy" 2>&1 || echo "  the copy probe failed: $(tail -1 "$tmp/copy")"
-  port=$((port + 1))
-  for r in 0 1; do
-    NCCL_COMM_ID=127.0.0.1:$port PLEXUS_RANK=$r PLEXUS_NRANKS=2 timeout 300 "$build/bin/plexus-perf" broadcast -b 16M \
-      -e 64M -f 4 -n 10 -w 2 -c 0 >"$tmp/perf.bc.$r" 2>&1 &
-  done
-  wait
+  mpiRun 2 bcast "$tmp/mpi.bc"
+  mpiRun 1 copyprobe "$tmp/copy"
+  perfRun broadcast "$tmp/perf.bc"
   # plexus-perf's in-place time (column 10), as torch's broadcast runs in place.
-  join <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/copy") <(awk '$1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/mpi.bc") |
-    join - <(awk '$1 ~ /^[0-9]+$/ { print $1, $10 }' "$tmp/perf.bc.0") |
+  join <(tableColumn "$tmp/copy" 6) <(tableColumn "$tmp/mpi.bc" 6) | join - <(tableColumn "$tmp/perf.bc.0" 10) |
     awk '{ printf "  %9d B: copy bound %9.1f us, Open MPI %9.1f us, plexus-perf %9.1f us\n", $1, $2, $3, $4 }'
 else
   echo "  (no mpirun or bench/mpi_allreduce in this build)"
