@@ -842,6 +842,101 @@ std::string closeSendFirstSender(Worker& w) { return closeInOrder(w, 3, true, tr
 std::string closeRecvFirstReceiver(Worker& w) { return closeInOrder(w, 4, false, true, 'R'); }
 std::string closeRecvFirstSender(Worker& w) { return closeInOrder(w, 4, true, false, 'R'); }
 
+// ---- a close with data landing ----
+
+// NCCL frees a receive's buffer once closeRecv returns, with the receive still in flight after an abort or a
+// peer's death: by then the plugin must have stopped writing into it, or waited for the data to finish landing.
+// The receiver closes while a 64 MiB message is part way in, then keeps the plugin busy on a second connection
+// of the same context (one worker, one progress engine) until the sender, whose send completed or failed in the
+// meantime, has sent a marker there; the closed receive's buffer must not have changed since closeRecv returned.
+constexpr size_t kLanding = 64 << 20;
+constexpr uint32_t kLandingId = 11, kMarkerId = 12;
+
+std::string closeLandingReceiver(Worker& w) {
+  Connection data(w), side(w);
+  void* comm = establish(w, data);
+  void* sideComm = establish(w, side);
+  HostMemory mem(kLanding);
+  Registration reg(w, comm, mem.data(), mem.size());
+  void* p = mem.data();
+  size_t cap = kLanding;
+  int tag = kTag;
+  void* mh = reg.handle();
+  void* req = postRecv(w, comm, 1, &p, &cap, &tag, &mh, "the 64 MiB receive");
+  w.link.signal('G');
+  step("testing the 64 MiB receive until its first bytes are in the buffer");
+  const size_t probe = 4096;
+  long calls = 0;
+  while (!matchesPattern(mem.data(), probe, kLandingId)) {
+    if (testOnce(w, req, nullptr, "the 64 MiB receive"))
+      skip("the 64 MiB message arrived whole within one test() call (%ld calls): nothing was in flight to close",
+           calls + 1);
+    if (w.expired()) fail("the 64 MiB receive got no data in %.1f s (%ld test calls)", w.opt.timeout, calls);
+    calls++;
+  }
+  size_t landed = 0;  // what was in the buffer just before the close, for the report
+  while (landed < kLanding && matchesPattern(mem.data() + landed, probe, kLandingId)) landed += probe;
+  step("deregMr and closeRecv with the receive in flight (%s of 64 MiB in)", bytesText(landed).c_str());
+  reg.release();  // NCCL's order when it frees a connection: its buffers' registrations, then the comm
+  auto t0 = Clock::now();
+  data.closeRecv();
+  const double closeMs = ms(secondsSince(t0));
+  std::vector<char> atClose(mem.data(), mem.data() + kLanding);
+  step("receiving the marker on the second connection");
+  recvStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag, 4096);
+  finish(w);
+  size_t first = 0, changed = 0;
+  for (size_t i = 0; i < kLanding; i++)
+    if (mem.data()[i] != atClose[i] && changed++ == 0) first = i;
+  if (changed)
+    fail(
+        "%zu bytes of the closed receive's buffer changed after closeRecv returned (the first at offset %zu), while "
+        "the context went on with another connection: NCCL frees that buffer once closeRecv returns. Stop the "
+        "transfer or wait for it to end inside closeRecv",
+        changed, first);
+  return format(
+      "closeRecv (%.1f ms) with a 64 MiB receive in flight, %s or more of it in the buffer: no byte of the buffer "
+      "changed after it returned, through a message on a second connection of the same context",
+      closeMs, bytesText(landed).c_str());
+}
+
+std::string closeLandingSender(Worker& w) {
+  Connection data(w), side(w);
+  void* comm = establish(w, data);
+  void* sideComm = establish(w, side);
+  HostMemory mem(kLanding);
+  fillPattern(mem.data(), kLanding, kLandingId);
+  Registration reg(w, comm, mem.data(), mem.size());
+  w.link.expect('G', "the receive posted");
+  void* req = postSend(w, comm, mem.data(), kLanding, kTag, reg.handle(), "the 64 MiB send");
+  // The receiver closes meanwhile: the send may complete (its data left), fail, or stay pending when the
+  // receiver's plugin dropped the transfer; the marker goes out in each case, the last one at half the bound.
+  step("testing the 64 MiB send until it completes or fails");
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(w.opt.timeout / 2));
+  std::string outcome = "still pending at half the bound";
+  for (;;) {
+    int done = 0;
+    w.count.testCalls++;
+    ncclResult_t r = w.test(req, &done, nullptr);
+    if (r != ncclSuccess) {
+      outcome = format("failed with %s", resultName(r));
+      break;
+    }
+    if (done) {
+      outcome = "completed";
+      break;
+    }
+    if (Clock::now() >= until) break;
+  }
+  sendStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag);
+  finish(w);
+  reg.drop();
+  data.sendComm = nullptr;  // may be broken now: closed below, whatever it returns
+  (void)w.closeSend(comm);
+  return format("the 64 MiB send %s; the marker went out on the second connection", outcome.c_str());
+}
+
 std::vector<Message> eightMessages() {
   std::vector<Message> m;
   for (uint32_t i = 0; i < 8; i++) m.push_back({1000 + 100 * i, 300 + i});
@@ -944,6 +1039,9 @@ const std::vector<Rule>& rules() {
        receiverExitsReceiver, receiverExitsSender},
       {"close-send-first", "closeSend, then the peer's closeRecv", closeSendFirstReceiver, closeSendFirstSender},
       {"close-recv-first", "closeRecv, then the peer's closeSend", closeRecvFirstReceiver, closeRecvFirstSender},
+      {"close-recv-landing",
+       "closeRecv while a 64 MiB message is landing: its buffer does not change after closeRecv returns",
+       closeLandingReceiver, closeLandingSender},
       {"close-listen-early", "closeListen right after accept, before any data (NCCL's order); data then flows",
        listenEarlyReceiver, listenEarlySender},
       {"close-listen-late", "closeListen after both comms are closed", listenLateReceiver, listenLateSender},

@@ -8,7 +8,8 @@
 // global route header), posting sends only in RTS and receives from INIT on, local and remote keys covering every
 // access (an unknown key or range completes with IBV_WC_REM_ACCESS_ERR), a WRITE with immediate consuming one posted
 // receive at the target (none: IBV_WC_RNR_RETRY_EXC_ERR), a peer process that is gone completing with
-// IBV_WC_RETRY_EXC_ERR, a queue pair in error flushing what follows, error completions whether signaled or not.
+// IBV_WC_RETRY_EXC_ERR, a queue pair in error flushing what follows, error completions whether signaled or not, and
+// ibv_destroy_qp returning only once no peer's write into the queue pair's process is under way (none lands after).
 // State that the peer process needs (its queue pairs, completion queues and memory keys) lives in /dev/shm files
 // named by owner pid, swept when their owner is dead.
 //
@@ -74,7 +75,22 @@ struct QpRecord {  // what a peer needs of a queue pair
   int pid;
   char cq[64];  // the shm name of its receive completion queue
   std::atomic<int> recvsPosted;
-  std::atomic<int> state;
+  std::atomic<int> state;     // kDestroyed once its owner destroyed it
+  std::atomic<int> incoming;  // peers' operations reading or writing its process's memory right now
+};
+constexpr int kDestroyed = -1;
+
+// An operation on a peer's queue pair, counted while it touches the peer's memory: the peer's ibv_destroy_qp
+// waits for it, as an HCA's destroy returns only once no DMA for the queue pair is in flight.
+class Incoming {
+ public:
+  explicit Incoming(QpRecord* peer) : peer_(peer) { peer_->incoming.fetch_add(1); }
+  ~Incoming() { peer_->incoming.fetch_sub(1); }
+  Incoming(const Incoming&) = delete;
+  Incoming& operator=(const Incoming&) = delete;
+
+ private:
+  QpRecord* peer_;
 };
 
 // Files of processes that died without cleaning up: "plexus-fakeibv-<pid>-...".
@@ -202,6 +218,8 @@ int pollCq(ibv_cq* cq, int n, ibv_wc* wc) {
 ibv_wc_status execute(FakeQp* q, const ibv_send_wr* wr, QpRecord* peer) {
   if (q->rec->state.load() == IBV_QPS_ERR) return IBV_WC_WR_FLUSH_ERR;
   if (!peer || (peer->pid != getpid() && kill(peer->pid, 0) != 0)) return IBV_WC_RETRY_EXC_ERR;
+  Incoming touching(peer);
+  if (peer->state.load() == kDestroyed) return IBV_WC_RETRY_EXC_ERR;  // no responder: the requester retries, then fails
   uint64_t length = 0;
   for (int i = 0; i < wr->num_sge; i++) length += wr->sg_list[i].length;
   if (wr->num_sge > 1) return IBV_WC_LOC_LEN_ERR;  // net-ib posts one
@@ -500,6 +518,9 @@ FAKE_API int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
 
 FAKE_API int ibv_destroy_qp(ibv_qp* qp) {
   auto* q = reinterpret_cast<FakeQp*>(qp);
+  q->rec->state.store(kDestroyed);
+  // A peer's write already under way finishes first (bounded: a peer that died mid-write leaves its count).
+  for (int i = 0; q->rec->incoming.load() > 0 && i < 5000; i++) usleep(1000);
   shm_unlink(("/plexus-fakeibv-qp-" + std::to_string(q->qp.qp_num)).c_str());
   munmap(q->rec, sizeof(QpRecord));
   shm_unlink(q->name.c_str());

@@ -132,6 +132,8 @@ void Comm::shutdown() {
   cancelPosted();
 }
 
+bool Comm::peerGone() const { return failure_ != ncclSuccess || (peerPid_ > 0 && !processAlive(peerPid_)); }
+
 ncclResult_t Comm::descOf(void* mhandle, const char* caller, void** desc) {
   if (!mhandle) {
     if (ep_->device().mrLocal) {

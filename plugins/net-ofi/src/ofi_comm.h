@@ -146,6 +146,8 @@ class Comm {
   // Before close: cancel the receives still posted, stop probing the peer. The comm may still have
   // operations in flight afterwards (outstanding() > 0).
   void shutdown();
+  // The peer is known gone: the comm failed, or the peer's process on this host exited.
+  bool peerGone() const;
   // Releases the runtime's hold on a request; its slot is reused once libfabric is done with it too.
   virtual void release(Request& r) = 0;
 

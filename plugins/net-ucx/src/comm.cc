@@ -46,6 +46,9 @@ constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(100);
 // What a peer sent before it closed may still be on its way (a socket buffer, a shared-memory FIFO) when
 // its socket reports the close: a request gets this long to complete before it fails.
 constexpr auto kPeerGoneGrace = std::chrono::seconds(1);
+// A close waits for transfers in flight; once the peer is gone, UCX delivering nothing for this long means
+// nothing more will come.
+constexpr auto kDrainQuiet = std::chrono::milliseconds(50);
 
 uint64_t tagOf(uint32_t connId, int tag) { return (uint64_t{connId} << 32) | static_cast<uint32_t>(tag); }
 // Connection ids stay below 2^31 (Worker::newConnId): with the top bit set they name a connection's control
@@ -339,24 +342,64 @@ struct DataComm : Comm {
     return ncclRemoteError;
   }
 
-  // On close: cancel what is in flight, so that no UCP callback reaches this comm's memory afterwards.
-  void releaseRequests() {
+  // On close: UCX may still move data of a request in flight, into or out of memory the core frees once the
+  // close returns (a receive whose message is already landing cannot be cancelled, a send cannot be taken
+  // back). So the close cancels the receives it can, progresses until the rest complete, or the peer is gone
+  // and UCX has had nothing to deliver for a while, or the close timeout passes; only then are they freed, and
+  // no UCP callback reaches this comm's memory afterwards.
+  template <class F>
+  void forEachRunning(F f) {
     for (auto& block : blocks)
-      for (int b = 0; b < kRequestBlock; b++) release(block[b]);
+      for (int b = 0; b < kRequestBlock; b++) {
+        Request& r = block[b];
+        if (r.magic != kRequestLive) continue;
+        for (int i = 0; i < r.n; i++)
+          if (r.subs[i].ucx) f(r, r.subs[i]);
+      }
   }
-  void release(Request& r) {
-    if (r.magic != kRequestLive) return;
-    for (int i = 0; i < r.n; i++) {
-      Sub& s = r.subs[i];
-      void* ucx = s.ucx;
-      if (!ucx) continue;
-      if (r.op == Op::Recv) ucp_request_cancel(worker->get(), ucx);  // may complete it here (callback frees it)
-      if (s.ucx) {
-        ucp_request_free(ucx);  // still running (data already landing): no callback from now on
-        s.ucx = nullptr;
+  int running() {
+    int n = 0;
+    forEachRunning([&](Request&, Sub&) { n++; });
+    return n;
+  }
+  void releaseRequests() {
+    // A receive not matched yet completes here, cancelled (its callback frees it).
+    forEachRunning([&](Request& r, Sub& s) {
+      if (r.op == Op::Recv) ucp_request_cancel(worker->get(), s.ucx);
+    });
+    drain();
+    forEachRunning([&](Request&, Sub& s) {
+      ucp_request_free(s.ucx);  // no callback from now on
+      s.ucx = nullptr;
+    });
+    for (auto& block : blocks)
+      for (int b = 0; b < kRequestBlock; b++) block[b].magic = 0;
+  }
+  void drain() {
+    int left = running();
+    if (left == 0) return;
+    const auto start = Clock::now(), deadline = start + seconds(knobs().closeTimeoutS);
+    auto lastEvent = start, nextCheck = start;
+    bool gone = peerGone;
+    while ((left = running()) > 0) {
+      const auto now = Clock::now();
+      if (ucp_worker_progress(worker->get()) > 0) lastEvent = now;
+      if (!gone && now >= nextCheck) {
+        nextCheck = now + std::chrono::milliseconds(10);
+        gone = socketPeerClosed(sock) || endpointFailed();
+      }
+      if (gone && now - lastEvent >= kDrainQuiet) break;  // the peer is gone and what it sent is in
+      if (now >= deadline) {
+        UCX_WARN(
+            "closing the connection %s %s: %d transfer(s) of its requests still in flight after %g s; UCX may "
+            "still move their data after the close. Raise PLEXUS_UCX_CLOSE_TIMEOUT if the peer is only slow",
+            direction(), peer.c_str(), left, knobs().closeTimeoutS);
+        return;
       }
     }
-    r.magic = 0;
+    if (left > 0)
+      UCX_INFO(NCCL_NET, "closing the connection %s %s: the peer is gone, %d transfer(s) dropped", direction(),
+               peer.c_str(), left);
   }
 };
 
