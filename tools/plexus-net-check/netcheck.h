@@ -103,6 +103,8 @@ class Link {
   void expect(char code, const char* what);
   // Waits until the peer's end closes (it exited): true, or false at `until`.
   bool waitClosed(Clock::time_point until);
+  // Whether a signal from the peer is waiting (it does not take it).
+  bool ready() const;
 
  private:
   int fd_;

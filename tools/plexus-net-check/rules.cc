@@ -1,5 +1,6 @@
 // The rules: NCCL's contract for a net plugin (nccl-abi.md §2.9, NCCL's plugins/net/README.md), one small
 // function per side of each. The receiver side runs alone when a rule has no sender side.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -937,6 +938,91 @@ std::string closeLandingSender(Worker& w) {
   return format("the 64 MiB send %s; the marker went out on the second connection", outcome.c_str());
 }
 
+// The same for a send: NCCL frees (or reuses) a send's buffer once closeSend returns, with the send still in flight.
+// The sender closes once the receiver saw the message's first bytes arrive, then takes every access away from the
+// buffer (mprotect PROT_NONE) and sends a marker on a second connection of the same context: a plugin that still
+// copies out of the buffer crashes the sender.
+std::string closeSendingReceiver(Worker& w) {
+  Connection data(w), side(w);
+  void* comm = establish(w, data);
+  void* sideComm = establish(w, side);
+  HostMemory mem(kLanding);
+  Registration reg(w, comm, mem.data(), mem.size());
+  void* p = mem.data();
+  size_t cap = kLanding;
+  int tag = kTag;
+  void* mh = reg.handle();
+  void* req = postRecv(w, comm, 1, &p, &cap, &tag, &mh, "the 64 MiB receive");
+  w.link.signal('G');
+  step("testing the 64 MiB receive until its first bytes are in the buffer");
+  bool done = false;
+  while (!done && !matchesPattern(mem.data(), 4096, kLandingId)) {
+    done = testOnce(w, req, nullptr, "the 64 MiB receive");
+    if (w.expired()) fail("the 64 MiB receive got no data in %.1f s", w.opt.timeout);
+  }
+  w.link.signal(done ? 'D' : 'L');
+  if (done) skip("the 64 MiB message arrived whole within one test() call: nothing was in flight to close");
+  // The sender closes meanwhile: the receive may complete, fail, or stay pending (the rest never comes).
+  step("testing the 64 MiB receive until it completes or fails, at most half the bound");
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(w.opt.timeout / 2));
+  std::string outcome = "was still pending at half the bound";
+  for (;;) {
+    int isDone = 0;
+    w.count.testCalls++;
+    ncclResult_t r = w.test(req, &isDone, nullptr);
+    if (r != ncclSuccess) {
+      outcome = format("failed with %s", resultName(r));
+      break;
+    }
+    if (isDone) {
+      outcome = matchesPattern(mem.data(), kLanding, kLandingId) ? "completed, intact" : "completed";
+      break;
+    }
+    if (Clock::now() >= until) break;
+  }
+  recvStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag, 4096);
+  finish(w);
+  reg.drop();
+  data.recvComm = nullptr;  // may be broken now: closed below, whatever it returns
+  (void)w.closeRecv(comm);
+  return format("the 64 MiB receive %s", outcome.c_str());
+}
+
+std::string closeSendingSender(Worker& w) {
+  Connection data(w), side(w);
+  void* comm = establish(w, data);
+  void* sideComm = establish(w, side);
+  HostMemory mem(kLanding);
+  fillPattern(mem.data(), kLanding, kLandingId);
+  Registration reg(w, comm, mem.data(), mem.size());
+  w.link.expect('G', "the receive posted");
+  void* req = postSend(w, comm, mem.data(), kLanding, kTag, reg.handle(), "the 64 MiB send");
+  step("testing the 64 MiB send until the receiver sees its first bytes");
+  bool done = false;
+  while (!w.link.ready()) {
+    if (!done) done = testOnce(w, req, nullptr, "the 64 MiB send");
+    if (w.expired()) fail("the receiver saw no byte of the 64 MiB send in %.1f s", w.opt.timeout);
+  }
+  char seen = 0;
+  w.link.get(&seen, 1, "what the receiver saw");
+  if (seen == 'D') skip("the 64 MiB message arrived whole within one test() call: nothing was in flight to close");
+  if (done) skip("the 64 MiB send was done (its data left the buffer) before the receiver saw its first bytes");
+  step("deregMr and closeSend with the send in flight");
+  reg.release();
+  auto t0 = Clock::now();
+  data.closeSend();
+  const double closeMs = ms(secondsSince(t0));
+  if (mprotect(mem.data(), kLanding, PROT_NONE) != 0) fail("mprotect of the send buffer: %s", strerror(errno));
+  step("sending the marker on the second connection, the closed send's buffer inaccessible");
+  sendStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag);
+  finish(w);
+  return format(
+      "closeSend (%.1f ms) with a 64 MiB send in flight: nothing read its buffer afterwards (no access allowed), "
+      "through a message on a second connection of the same context",
+      closeMs);
+}
+
 std::vector<Message> eightMessages() {
   std::vector<Message> m;
   for (uint32_t i = 0; i < 8; i++) m.push_back({1000 + 100 * i, 300 + i});
@@ -1042,6 +1128,9 @@ const std::vector<Rule>& rules() {
       {"close-recv-landing",
        "closeRecv while a 64 MiB message is landing: its buffer does not change after closeRecv returns",
        closeLandingReceiver, closeLandingSender},
+      {"close-send-inflight",
+       "closeSend while a 64 MiB message is on its way: nothing reads its buffer after closeSend returns",
+       closeSendingReceiver, closeSendingSender},
       {"close-listen-early", "closeListen right after accept, before any data (NCCL's order); data then flows",
        listenEarlyReceiver, listenEarlySender},
       {"close-listen-late", "closeListen after both comms are closed", listenLateReceiver, listenLateSender},

@@ -293,6 +293,11 @@ void Link::expect(char code, const char* what) {
   if (got != code) fail("the peer sent '%c' where its %s ('%c') was due: the two workers disagree", got, what, code);
 }
 
+bool Link::ready() const {
+  pollfd pfd{fd_, POLLIN, 0};
+  return poll(&pfd, 1, 0) > 0;
+}
+
 bool Link::waitClosed(Clock::time_point until) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();

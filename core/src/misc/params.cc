@@ -96,7 +96,7 @@ const std::vector<ParamInfo>& table() {
         {"NSOCKS_PERTHREAD", I, "1", kFixed, kNccl, kDoc, "socket net: data sockets per helper thread", nullptr},
         {"NTHREADS", I, "512", kFixed, kNccl, kDoc, "CUDA threads per block (a multiple of 32, 64..1024)", nullptr},
         {"OFI_CLOSE_TIMEOUT_MS", I, "5000", kFixed, kPlexus, kAll,
-         "net-ofi: closeRecv waits this long at most for receives already landing", nullptr},
+         "net-ofi: a close waits this long at most for transfers already moving", nullptr},
         {"OFI_KEEPALIVE_MS", I, "1000", kFixed, kPlexus, kAll, "net-ofi: keepalive interval", nullptr},
         {"OFI_MR_REGISTER", I, "0", kFixed, kPlexus, kAll,
          "net-ofi: 1: register memory even where the provider does not need it", nullptr},

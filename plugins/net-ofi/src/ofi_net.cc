@@ -112,10 +112,11 @@ Comm* asDataComm(void* comm, const char* caller) {
   return nullptr;
 }
 
-// A receive already matched cannot be cancelled: its data goes on landing in the runtime's buffer, which the
-// runtime frees once closeRecv returns. So closeRecv progresses until those receives end, or the peer is known
-// gone and what it sent had a moment to land, or the close timeout passes. Endpoint lock held.
-void drainReceives(Comm& c, Endpoint& ep) {
+// A receive already matched cannot be cancelled, nor can a send be taken back: their data goes on moving into or
+// out of the runtime's buffer, which the runtime frees once the close returns. So the close progresses until
+// they end, or the peer is known gone and what it sent had a moment to land, or the close timeout passes.
+// Endpoint lock held.
+void drainInFlight(Comm& c, Endpoint& ep) {
   static const long closeTimeoutMs = envInt("OFI_CLOSE_TIMEOUT_MS", 5000);
   constexpr auto kLandGrace = std::chrono::milliseconds(50);
   const auto start = Clock::now(), deadline = start + std::chrono::milliseconds(closeTimeoutMs);
@@ -130,15 +131,15 @@ void drainReceives(Comm& c, Endpoint& ep) {
     if (goneAt != Clock::time_point{} && now - goneAt >= kLandGrace) return;
     if (now >= deadline) {
       OFI_WARN(
-          "closeRecv from %s: %d receive(s) still landing after %ld ms; the provider may write their buffers after "
-          "the close. Raise PLEXUS_OFI_CLOSE_TIMEOUT_MS if the peer is only slow",
-          c.peerName().c_str(), c.outstanding(), closeTimeoutMs);
+          "closing the %s comm with %s: %d transfer(s) still in flight after %ld ms; the provider may still move "
+          "their data after the close. Raise PLEXUS_OFI_CLOSE_TIMEOUT_MS if the peer is only slow",
+          c.kind == Comm::Kind::Send ? "send" : "receive", c.peerName().c_str(), c.outstanding(), closeTimeoutMs);
       return;
     }
   }
 }
 
-// Closes a comm whatever its state: receives still posted are cancelled, those already landing waited for; a
+// Closes a comm whatever its state: receives still posted are cancelled, transfers already moving waited for; a
 // comm with operations still in libfabric's hands is freed by its endpoint once they end (or with the endpoint).
 void closeComm(Comm* c) {
   std::shared_ptr<Endpoint> ep = c->endpointRef();  // keeps the endpoint past the lock below
@@ -148,7 +149,7 @@ void closeComm(Comm* c) {
     c->shutdown();
     if (c->kind == Comm::Kind::Listen) accepting = static_cast<ListenComm*>(c)->takeAll();
     (void)ep->progress();  // reap the cancellations already there; a failure changes nothing now
-    if (c->kind == Comm::Kind::Recv) drainReceives(*c, *ep);
+    if (c->kind != Comm::Kind::Listen) drainInFlight(*c, *ep);
     if (c->outstanding() == 0) {
       delete c;
     } else {
