@@ -843,52 +843,84 @@ std::string closeSendFirstSender(Worker& w) { return closeInOrder(w, 3, true, tr
 std::string closeRecvFirstReceiver(Worker& w) { return closeInOrder(w, 4, false, true, 'R'); }
 std::string closeRecvFirstSender(Worker& w) { return closeInOrder(w, 4, true, false, 'R'); }
 
-// ---- a close with data landing ----
+// ---- a close with data on its way ----
 
-// NCCL frees a receive's buffer once closeRecv returns, with the receive still in flight after an abort or a
-// peer's death: by then the plugin must have stopped writing into it, or waited for the data to finish landing.
-// The receiver closes while a 64 MiB message is part way in, then keeps the plugin busy on a second connection
-// of the same context (one worker, one progress engine) until the sender, whose send completed or failed in the
-// meantime, has sent a marker there; the closed receive's buffer must not have changed since closeRecv returned.
+// NCCL frees a buffer once the close of its comm returns, with the transfer still in flight after an abort or a
+// peer's death: by then the plugin must have stopped moving data into or out of it, or waited for the transfer
+// to end. Each rule closes one side while a 64 MiB message is part way over, then keeps the plugin busy on a
+// second connection of the same context (one worker, one progress engine) with a marker message.
 constexpr size_t kLanding = 64 << 20;
 constexpr uint32_t kLandingId = 11, kMarkerId = 12;
 
-std::string closeLandingReceiver(Worker& w) {
-  Connection data(w), side(w);
-  void* comm = establish(w, data);
-  void* sideComm = establish(w, side);
-  HostMemory mem(kLanding);
-  Registration reg(w, comm, mem.data(), mem.size());
-  void* p = mem.data();
+// Both connections, and the message's memory registered on the first.
+struct LandingSetup {
+  Connection data, side;
+  void* comm;
+  void* sideComm;
+  HostMemory mem{kLanding};
+  Registration reg;
+  explicit LandingSetup(Worker& w)
+      : data(w), side(w), comm(establish(w, data)), sideComm(establish(w, side)), reg(w, comm, mem.data(), mem.size()) {}
+};
+
+// The receiver: posts the 64 MiB receive, lets the sender go, and tests the receive until its first bytes are in
+// the buffer, telling the sender ('L') when asked to. A message that lands whole within one test() leaves nothing
+// in flight to close: SKIPPED (the sender told 'D').
+void* receiveUntilLanding(Worker& w, LandingSetup& s, bool tellSender) {
+  void* p = s.mem.data();
   size_t cap = kLanding;
   int tag = kTag;
-  void* mh = reg.handle();
-  void* req = postRecv(w, comm, 1, &p, &cap, &tag, &mh, "the 64 MiB receive");
+  void* mh = s.reg.handle();
+  void* req = postRecv(w, s.comm, 1, &p, &cap, &tag, &mh, "the 64 MiB receive");
   w.link.signal('G');
   step("testing the 64 MiB receive until its first bytes are in the buffer");
-  const size_t probe = 4096;
-  long calls = 0;
-  while (!matchesPattern(mem.data(), probe, kLandingId)) {
-    if (testOnce(w, req, nullptr, "the 64 MiB receive"))
-      skip("the 64 MiB message arrived whole within one test() call (%ld calls): nothing was in flight to close",
-           calls + 1);
-    if (w.expired()) fail("the 64 MiB receive got no data in %.1f s (%ld test calls)", w.opt.timeout, calls);
-    calls++;
+  bool done = false;
+  while (!done && !matchesPattern(s.mem.data(), 4096, kLandingId)) {
+    done = testOnce(w, req, nullptr, "the 64 MiB receive");
+    if (w.expired()) fail("the 64 MiB receive got no data in %.1f s", w.opt.timeout);
   }
+  if (tellSender) w.link.signal(done ? 'D' : 'L');
+  if (done) skip("the 64 MiB message arrived whole within one test() call: nothing was in flight to close");
+  return req;
+}
+
+// The side that stays open: tests its request until it completes or fails (the peer closed meanwhile), or half the
+// bound passes (the rest never comes); then the marker, and its own close, whatever that returns.
+std::string testToEnd(Worker& w, void* req, const char* what, const HostMemory* intact) {
+  step("testing %s until it completes or fails, at most half the bound", what);
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(w.opt.timeout / 2));
+  for (;;) {
+    int done = 0;
+    w.count.testCalls++;
+    ncclResult_t r = w.test(req, &done, nullptr);
+    if (r != ncclSuccess) return format("%s failed with %s", what, resultName(r));
+    if (done)
+      return format("%s completed%s", what,
+                    intact && matchesPattern(intact->data(), kLanding, kLandingId) ? ", intact" : "");
+    if (Clock::now() >= until) return format("%s was still pending at half the bound", what);
+  }
+}
+
+// closeRecv while the message lands: the buffer must not change after it returns.
+std::string closeLandingReceiver(Worker& w) {
+  LandingSetup s(w);
+  void* req = receiveUntilLanding(w, s, false);
+  (void)req;  // closed with the comm
   size_t landed = 0;  // what was in the buffer just before the close, for the report
-  while (landed < kLanding && matchesPattern(mem.data() + landed, probe, kLandingId)) landed += probe;
+  while (landed < kLanding && matchesPattern(s.mem.data() + landed, 4096, kLandingId)) landed += 4096;
   step("deregMr and closeRecv with the receive in flight (%s of 64 MiB in)", bytesText(landed).c_str());
-  reg.release();  // NCCL's order when it frees a connection: its buffers' registrations, then the comm
+  s.reg.release();  // NCCL's order when it frees a connection: its buffers' registrations, then the comm
   auto t0 = Clock::now();
-  data.closeRecv();
+  s.data.closeRecv();
   const double closeMs = ms(secondsSince(t0));
-  std::vector<char> atClose(mem.data(), mem.data() + kLanding);
+  std::vector<char> atClose(s.mem.data(), s.mem.data() + kLanding);
   step("receiving the marker on the second connection");
-  recvStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag, 4096);
+  recvStream(w, s.sideComm, {{4096, kMarkerId}}, 1, kTag, 4096);
   finish(w);
   size_t first = 0, changed = 0;
   for (size_t i = 0; i < kLanding; i++)
-    if (mem.data()[i] != atClose[i] && changed++ == 0) first = i;
+    if (s.mem.data()[i] != atClose[i] && changed++ == 0) first = i;
   if (changed)
     fail(
         "%zu bytes of the closed receive's buffer changed after closeRecv returned (the first at offset %zu), while "
@@ -902,102 +934,38 @@ std::string closeLandingReceiver(Worker& w) {
 }
 
 std::string closeLandingSender(Worker& w) {
-  Connection data(w), side(w);
-  void* comm = establish(w, data);
-  void* sideComm = establish(w, side);
-  HostMemory mem(kLanding);
-  fillPattern(mem.data(), kLanding, kLandingId);
-  Registration reg(w, comm, mem.data(), mem.size());
+  LandingSetup s(w);
+  fillPattern(s.mem.data(), kLanding, kLandingId);
   w.link.expect('G', "the receive posted");
-  void* req = postSend(w, comm, mem.data(), kLanding, kTag, reg.handle(), "the 64 MiB send");
-  // The receiver closes meanwhile: the send may complete (its data left), fail, or stay pending when the
-  // receiver's plugin dropped the transfer; the marker goes out in each case, the last one at half the bound.
-  step("testing the 64 MiB send until it completes or fails");
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(w.opt.timeout / 2));
-  std::string outcome = "still pending at half the bound";
-  for (;;) {
-    int done = 0;
-    w.count.testCalls++;
-    ncclResult_t r = w.test(req, &done, nullptr);
-    if (r != ncclSuccess) {
-      outcome = format("failed with %s", resultName(r));
-      break;
-    }
-    if (done) {
-      outcome = "completed";
-      break;
-    }
-    if (Clock::now() >= until) break;
-  }
-  sendStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag);
+  void* req = postSend(w, s.comm, s.mem.data(), kLanding, kTag, s.reg.handle(), "the 64 MiB send");
+  const std::string outcome = testToEnd(w, req, "the 64 MiB send", nullptr);
+  sendStream(w, s.sideComm, {{4096, kMarkerId}}, 1, kTag);
   finish(w);
-  reg.drop();
-  data.sendComm = nullptr;  // may be broken now: closed below, whatever it returns
-  (void)w.closeSend(comm);
-  return format("the 64 MiB send %s; the marker went out on the second connection", outcome.c_str());
+  s.reg.drop();
+  s.data.sendComm = nullptr;  // may be broken now: closed here, whatever it returns
+  (void)w.closeSend(s.comm);
+  return outcome + "; the marker went out on the second connection";
 }
 
-// The same for a send: NCCL frees (or reuses) a send's buffer once closeSend returns, with the send still in flight.
-// The sender closes once the receiver saw the message's first bytes arrive, then takes every access away from the
-// buffer (mprotect PROT_NONE) and sends a marker on a second connection of the same context: a plugin that still
-// copies out of the buffer crashes the sender.
+// closeSend while the message is on its way: afterwards the sender takes every access away from the buffer
+// (mprotect PROT_NONE), so a plugin that still copies out of it crashes the sender.
 std::string closeSendingReceiver(Worker& w) {
-  Connection data(w), side(w);
-  void* comm = establish(w, data);
-  void* sideComm = establish(w, side);
-  HostMemory mem(kLanding);
-  Registration reg(w, comm, mem.data(), mem.size());
-  void* p = mem.data();
-  size_t cap = kLanding;
-  int tag = kTag;
-  void* mh = reg.handle();
-  void* req = postRecv(w, comm, 1, &p, &cap, &tag, &mh, "the 64 MiB receive");
-  w.link.signal('G');
-  step("testing the 64 MiB receive until its first bytes are in the buffer");
-  bool done = false;
-  while (!done && !matchesPattern(mem.data(), 4096, kLandingId)) {
-    done = testOnce(w, req, nullptr, "the 64 MiB receive");
-    if (w.expired()) fail("the 64 MiB receive got no data in %.1f s", w.opt.timeout);
-  }
-  w.link.signal(done ? 'D' : 'L');
-  if (done) skip("the 64 MiB message arrived whole within one test() call: nothing was in flight to close");
-  // The sender closes meanwhile: the receive may complete, fail, or stay pending (the rest never comes).
-  step("testing the 64 MiB receive until it completes or fails, at most half the bound");
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(w.opt.timeout / 2));
-  std::string outcome = "was still pending at half the bound";
-  for (;;) {
-    int isDone = 0;
-    w.count.testCalls++;
-    ncclResult_t r = w.test(req, &isDone, nullptr);
-    if (r != ncclSuccess) {
-      outcome = format("failed with %s", resultName(r));
-      break;
-    }
-    if (isDone) {
-      outcome = matchesPattern(mem.data(), kLanding, kLandingId) ? "completed, intact" : "completed";
-      break;
-    }
-    if (Clock::now() >= until) break;
-  }
-  recvStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag, 4096);
+  LandingSetup s(w);
+  void* req = receiveUntilLanding(w, s, true);
+  const std::string outcome = testToEnd(w, req, "the 64 MiB receive", &s.mem);
+  recvStream(w, s.sideComm, {{4096, kMarkerId}}, 1, kTag, 4096);
   finish(w);
-  reg.drop();
-  data.recvComm = nullptr;  // may be broken now: closed below, whatever it returns
-  (void)w.closeRecv(comm);
-  return format("the 64 MiB receive %s", outcome.c_str());
+  s.reg.drop();
+  s.data.recvComm = nullptr;  // may be broken now: closed here, whatever it returns
+  (void)w.closeRecv(s.comm);
+  return outcome;
 }
 
 std::string closeSendingSender(Worker& w) {
-  Connection data(w), side(w);
-  void* comm = establish(w, data);
-  void* sideComm = establish(w, side);
-  HostMemory mem(kLanding);
-  fillPattern(mem.data(), kLanding, kLandingId);
-  Registration reg(w, comm, mem.data(), mem.size());
+  LandingSetup s(w);
+  fillPattern(s.mem.data(), kLanding, kLandingId);
   w.link.expect('G', "the receive posted");
-  void* req = postSend(w, comm, mem.data(), kLanding, kTag, reg.handle(), "the 64 MiB send");
+  void* req = postSend(w, s.comm, s.mem.data(), kLanding, kTag, s.reg.handle(), "the 64 MiB send");
   step("testing the 64 MiB send until the receiver sees its first bytes");
   bool done = false;
   while (!w.link.ready()) {
@@ -1009,13 +977,13 @@ std::string closeSendingSender(Worker& w) {
   if (seen == 'D') skip("the 64 MiB message arrived whole within one test() call: nothing was in flight to close");
   if (done) skip("the 64 MiB send was done (its data left the buffer) before the receiver saw its first bytes");
   step("deregMr and closeSend with the send in flight");
-  reg.release();
+  s.reg.release();
   auto t0 = Clock::now();
-  data.closeSend();
+  s.data.closeSend();
   const double closeMs = ms(secondsSince(t0));
-  if (mprotect(mem.data(), kLanding, PROT_NONE) != 0) fail("mprotect of the send buffer: %s", strerror(errno));
+  if (mprotect(s.mem.data(), kLanding, PROT_NONE) != 0) fail("mprotect of the send buffer: %s", strerror(errno));
   step("sending the marker on the second connection, the closed send's buffer inaccessible");
-  sendStream(w, sideComm, {{4096, kMarkerId}}, 1, kTag);
+  sendStream(w, s.sideComm, {{4096, kMarkerId}}, 1, kTag);
   finish(w);
   return format(
       "closeSend (%.1f ms) with a 64 MiB send in flight: nothing read its buffer afterwards (no access allowed), "
