@@ -6,7 +6,8 @@
 // inside a net plugin.
 //
 // Trials per kind: PLEXUS_FAULT_TRIALS (default 2 here; the full suite's fault tests run 20);
-// PLEXUS_FAULT_KINDS=ucx runs the kinds whose names hold that string.
+// PLEXUS_FAULT_KINDS=ucx runs the kinds whose names hold that string; PLEXUS_FAULT_SEED=<n> replays the trials a
+// failing run printed (the seed of its kind, with PLEXUS_FAULT_KINDS naming that kind).
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
@@ -180,7 +181,9 @@ void runKinds(int trials) {
                         {"socket (3 nodes x 1 rank)", &nets::kSocket, 3, 1},
                         {"net-ucx tcp (2 nodes x 2 ranks)", &nets::kUcx, 4, 2},
                         {"net-ofi tcp (2 nodes x 2 ranks)", &nets::kOfi, 4, 2}};
-  uint32_t seed = (uint32_t)std::chrono::steady_clock::now().time_since_epoch().count();
+  const char* fixed = getenv("PLEXUS_FAULT_SEED");
+  uint32_t seed = fixed ? (uint32_t)strtoul(fixed, nullptr, 10)
+                        : (uint32_t)std::chrono::steady_clock::now().time_since_epoch().count();
   const char* only = getenv("PLEXUS_FAULT_KINDS");  // a substring of the kinds' names to run alone
   for (const Kind& k : kinds) {
     if (only && !strstr(k.name, only)) continue;
