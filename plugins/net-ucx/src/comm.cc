@@ -379,16 +379,12 @@ struct DataComm : Comm {
     int left = running();
     if (left == 0) return;
     const auto start = Clock::now(), deadline = start + seconds(knobs().closeTimeoutS);
-    auto lastEvent = start, nextCheck = start;
-    bool gone = peerGone;
+    auto lastEvent = start;
     while ((left = running()) > 0) {
       const auto now = Clock::now();
       if (ucp_worker_progress(worker->get()) > 0) lastEvent = now;
-      if (!gone && now >= nextCheck) {
-        nextCheck = now + std::chrono::milliseconds(10);
-        gone = socketPeerClosed(sock) || endpointFailed();
-      }
-      if (gone && now - lastEvent >= kDrainQuiet) break;  // the peer is gone and what it sent is in
+      pollPeer(now);
+      if (peerGone && now - lastEvent >= kDrainQuiet) break;  // the peer is gone and what it sent is in
       if (now >= deadline) {
         UCX_WARN(
             "closing the connection %s %s: %d transfer(s) of its requests still in flight after %g s; UCX may "
