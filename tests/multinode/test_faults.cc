@@ -245,6 +245,51 @@ TEST_CASE("faults: the survivors of a dead rank shrink it away and carry on") {
   CHECK(harness::runProcesses("fault-shrink", 4, 60) == 1);  // the victim's SIGKILL
 }
 
+namespace {
+
+// Rank 0 sends 256 KiB where rank 1 receives 512 KiB: rank 0 finds that the sizes differ (the zero-copy handshake
+// compares them) and fails at once, a verdict of its own that it sends nobody. Without PLEXUS_TIMEOUT rank 1 would
+// wait for ever; it learns of rank 0's failure by asking rank 0's process, once its wait has lasted a second (as a
+// rank does that missed a peer's notice of a failure).
+long askScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  const size_t count = 64 * 1024;
+  std::vector<float> buf(2 * count, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = rank == 0 ? ncclSend(buf.data(), count, ncclFloat32, 1, comm, stream)
+                             : ncclRecv(buf.data(), 2 * count, ncclFloat32, 0, comm, stream);
+  if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string e = ncclGetLastError(comm);
+  long bad = 0;
+  if (rank == 0 && r != ncclInvalidUsage)
+    bad++, fprintf(stderr, "rank 0: the mismatched send gave %s, not ncclInvalidUsage: %s\n", ncclGetErrorString(r),
+                   e.c_str());
+  if (rank == 1) {
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (r == ncclSuccess || async != ncclRemoteError || e.find("rank 0 (pid ") == std::string::npos ||
+        e.find("reported a failure") == std::string::npos || e.find("is wrong") == std::string::npos)
+      bad++, fprintf(stderr, "rank 1: after %.1f s got %s (async %s), not rank 0's failure: %s\n", seconds,
+                     ncclGetErrorString(r), ncclGetErrorString(async), e.c_str());
+    else
+      fprintf(stderr, "rank 1: learnt of rank 0's failure after %.2f s: %s\n", seconds, e.c_str());
+  }
+  // Rank 0's process answers for as long as its communicator lives.
+  if (!harness::processBarrier(rank, nranks, "answered", 30, -1))
+    bad++, fprintf(stderr, "rank %d: the other rank never reached the barrier\n", rank);
+  ncclCommAbort(comm);
+  _exit(bad ? 1 : 0);
+}
+const harness::Scenario kAsk("fault-ask", askScenario);
+
+}  // namespace
+
+TEST_CASE("faults: a rank waiting on a peer that failed without telling it asks the peer, and fails with its reason") {
+  matrix::ScopedEnv env;
+  env.set("PLEXUS_TIMEOUT", "0");  // only the answer can end rank 1's wait
+  CHECK(harness::runProcesses("fault-ask", 2, 30) == 0);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Timeouts and hang reports.
 

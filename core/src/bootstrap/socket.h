@@ -81,6 +81,7 @@ class AbortFlag {
 class Socket {
  public:
   Socket() = default;
+  explicit Socket(int connectedFd) : fd_(connectedFd) {}  // takes ownership
   ~Socket() { close(); }
   Socket(Socket&& o) noexcept;
   Socket& operator=(Socket&& o) noexcept;

@@ -104,13 +104,21 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
     act.running.store(false, std::memory_order_release);
     return ncclTimeout;
   }
-  const char* why = ch.status == PLEXUS_CHANNEL_ABORTED ? "was aborted"
-                    : ch.status == PLEXUS_CHANNEL_ERROR ? "is wrong (see the algorithm's message above)"
-                                                        : "failed";
-  setError(comm_, ch.status == PLEXUS_CHANNEL_ERROR ? ncclInvalidUsage : r, "rank %d: %s opSeq %llu (%llu elements)%s %s on channel %d (%s, waiting on %s)", comm_->rank,
-           funcName((ncclFunc_t)w->func), (unsigned long long)w->opSeq, (unsigned long long)w->count, launch.c_str(),
-           why, channel, who, describeRank(comm_, ch.waitPeer).c_str());
-  return ch.status == PLEXUS_CHANNEL_ERROR ? ncclInvalidUsage : r;
+  char op[512];
+  snprintf(op, sizeof op, "rank %d: %s opSeq %llu (%llu elements)%s", comm_->rank, funcName((ncclFunc_t)w->func),
+           (unsigned long long)w->opSeq, (unsigned long long)w->count, launch.c_str());
+  const std::string waiting = ch.waitPeer >= 0 ? ", waiting on " + describeRank(comm_, ch.waitPeer) : "";
+  if (ch.status == PLEXUS_CHANNEL_ERROR || ch.status == PLEXUS_CHANNEL_ABORTED) {
+    // An operation that cannot run as called is a local verdict, as NCCL's argument checks are; an abort is the
+    // application's (ncclCommAbort, ncclCommRevoke), which its other ranks make too.
+    const bool wrong = ch.status == PLEXUS_CHANNEL_ERROR;
+    return setError(comm_, wrong ? ncclInvalidUsage : r, "%s %s on channel %d (%s%s)", op,
+                    wrong ? "is wrong (see the algorithm's message above)" : "was aborted", channel, who,
+                    waiting.c_str());
+  }
+  // Peers of this rank may wait on it for ever: the communicator fails under them too.
+  commFail(comm_, r, true, -1, "%s failed on channel %d (%s%s)", op, channel, who, waiting.c_str());
+  return r;
 }
 
 uint64_t HostExecutor::connStep(int channel, const ProxyConnection& pc) const {

@@ -31,11 +31,15 @@ namespace plexus {
 namespace {
 
 constexpr uint64_t kFaultMagic = 0x31304c46584c50ull;  // "PLXFL01"
+constexpr uint64_t kQueryMagic = 0x31305146584c50ull;  // "PLXFQ01"
 constexpr double kFaultSendSeconds = 0.5;
 constexpr uint64_t kProbeAfterNs = 1000000000ull;
 constexpr int kGraceTicks = 2;
 
-// What a rank that saw a failure sends to the fault port of every process of the communicator.
+// What a rank that saw a failure sends to the fault port of every process of the communicator (kFaultMagic). A rank
+// that has waited long on a peer asks the peer's process whether the peer's communicator failed (kQueryMagic,
+// reporter: the asking rank, lost: the peer, no why): one notice can be missed, and a failed rank stays failed. The
+// peer answers a failure with a notice on the same connection and closes it.
 struct FaultMessage {
   uint64_t magic;
   uint64_t commHash;
@@ -73,25 +77,43 @@ uint64_t pidNamespace() {
   return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-// Whether a process still listens on its fault port: a refused connection means it is gone (its host
-// answers for it). Unknown (a slow or unreachable host) counts as alive.
-bool faultPortRefuses(const SocketAddress& addr, int timeoutMs) {
+// Connects to a process's fault port, waiting up to timeoutMs: the connected descriptor, or -1. A refused connection
+// (*refused) means the process is gone (its host answers for it); -1 alone is unknown (a slow or unreachable host:
+// counted as alive).
+int connectFaultPort(const SocketAddress& addr, int timeoutMs, bool* refused) {
+  *refused = false;
   int fd = socket(addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool refused = false;
+  if (fd < 0) return -1;
+  int err = 0;
   if (connect(fd, &addr.sa, addressLength(addr)) < 0) {
-    if (errno == ECONNREFUSED) {
-      refused = true;
-    } else if (errno == EINPROGRESS) {
+    err = errno;
+    if (err == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
-      int err = 0;
       socklen_t len = sizeof err;
-      if (poll(&p, 1, timeoutMs) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0)
-        refused = err == ECONNREFUSED;
+      if (poll(&p, 1, timeoutMs) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = ETIMEDOUT;
     }
   }
+  if (err == 0) return fd;
+  *refused = err == ECONNREFUSED;
   close(fd);
-  return refused;
+  return -1;
+}
+
+// The notice of comm's failure: why, or else the message the communicator failed with.
+FaultMessage faultNotice(ncclComm* comm, int lost, const char* why) {
+  FaultMessage m{};
+  m.magic = kFaultMagic;
+  m.commHash = comm->commHash;
+  m.reporter = comm->rank;
+  m.lost = lost;
+  std::string failed;
+  if (!why) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    failed = comm->lastError;
+    why = failed.c_str();
+  }
+  memcpy(m.why, why, std::min(strlen(why), sizeof m.why - 1));  // cut to fit
+  return m;
 }
 
 int signalPipe[2] = {-1, -1};
@@ -236,10 +258,11 @@ class Watchdog {
     return false;
   }
 
-  // A channel that waits on a rank whose process is gone will wait forever: fail its communicator. A
-  // process of this machine is looked up by pid; one elsewhere is probed through its fault port once
-  // its wait has lasted kProbeAfterNs (the network alone may never tell: UCX and libfabric over TCP
-  // can leave a receive posted to a dead peer pending).
+  // A channel that waits on a rank whose process is gone will wait forever: fail its communicator. A process of this
+  // machine is looked up by pid; one elsewhere is probed through its fault port once its wait has lasted
+  // kProbeAfterNs (the network alone may never tell: UCX and libfabric over TCP can leave a receive posted to a dead
+  // peer pending). A wait that long on a live peer also asks it whether its communicator failed: a rank that failed
+  // waits on nobody, and its one notice of the failure may not have arrived.
   void checkWaits() {
     std::lock_guard<std::mutex> lock(mu_);
     std::unordered_map<int, uint64_t> started;  // pid -> start time, looked up once per pass
@@ -258,30 +281,39 @@ class Watchdog {
         const int peer = dev::loadRelaxed(&ch.waitPeer);
         if (peer < 0 || peer >= comm->nRanks) continue;
         const RankHealth& r = h.ranks[peer];
-        if (!h.watchable[peer]) {
-          const uint64_t since = dev::loadRelaxed(&ch.waitSince);
+        const uint64_t since = dev::loadRelaxed(&ch.waitSince);
+        bool gone = false;
+        if (h.watchable[peer]) {
+          auto it = started.find(r.pid);
+          if (it == started.end()) it = started.emplace(r.pid, processStartTime(r.pid)).first;
+          Suspect& sus = h.suspects[c];
+          if (it->second != r.startTime) {
+            // A peer that sent its last data and exited leaves waits that end on their own as soon as their
+            // thread runs again (or the proxy receives what is in flight): fail only a wait that has
+            // made no progress for kGraceTicks passes since the peer was seen gone.
+            if (sus.peer != peer || sus.waitSince != since) {
+              sus = Suspect{peer, since, 0};
+              continue;
+            }
+            if (++sus.ticks < kGraceTicks) continue;
+            gone = true;
+          } else {
+            sus = Suspect{};
+          }
+        }
+        if (!gone) {
           if (addressPort(r.faultAddr) == 0 || !since || now - since < kProbeAfterNs ||
               now - h.lastProbe[peer] < kProbeAfterNs)
             continue;
           h.lastProbe[peer] = now;
-          if (!faultPortRefuses(r.faultAddr, 200)) continue;
-        } else {
-          auto it = started.find(r.pid);
-          if (it == started.end()) it = started.emplace(r.pid, processStartTime(r.pid)).first;
-          Suspect& sus = h.suspects[c];
-          if (it->second == r.startTime) {
-            sus = Suspect{};
+          bool refused = false;
+          const int fd = connectFaultPort(r.faultAddr, 200, &refused);
+          if (fd >= 0) {
+            ask(Socket(fd), comm, peer);
             continue;
           }
-          // A peer that sent its last data and exited leaves waits that end on their own as soon as their
-          // thread runs again (or the proxy receives what is in flight): fail only a wait that has
-          // made no progress for kGraceTicks passes since the peer was seen gone.
-          const uint64_t since = dev::loadRelaxed(&ch.waitSince);
-          if (sus.peer != peer || sus.waitSince != since) {
-            sus = Suspect{peer, since, 0};
-            continue;
-          }
-          if (++sus.ticks < kGraceTicks) continue;
+          // The pid says it of a process of this machine.
+          if (!refused || h.watchable[peer]) continue;
         }
         const bool send = dev::loadRelaxed(&ch.waitIsSend);
         commFail(comm, ncclRemoteError, true, peer,
@@ -309,16 +341,50 @@ class Watchdog {
     if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return p.sock.close();
     if (k < 0) return;
     p.got += (size_t)k;
-    if (p.got >= sizeof(uint64_t) && p.msg.magic != kFaultMagic) return p.sock.close();  // not ours
+    if (p.got >= sizeof(uint64_t) && p.msg.magic != kFaultMagic && p.msg.magic != kQueryMagic)
+      return p.sock.close();  // not ours
     if (p.got < sizeof(p.msg)) return;
-    p.sock.close();
     FaultMessage m = p.msg;
     m.why[sizeof m.why - 1] = 0;
     std::lock_guard<std::mutex> lock(mu_);
-    for (ncclComm* comm : comms_)
-      if (comm->commHash == m.commHash && m.reporter >= 0 && m.reporter < comm->nRanks && m.reporter != comm->rank)
-        commFail(comm, ncclRemoteError, false, m.lost, "rank %d: %s reported a failure: %s", comm->rank,
-                 describeRank(comm, m.reporter).c_str(), m.why);
+    if (m.magic == kQueryMagic) {
+      answer(p.sock, m);
+    } else {
+      INFO(NCCL_RAS, "fault notice from rank %d of commId 0x%llx: %s", m.reporter, (unsigned long long)m.commHash,
+           m.why);
+      for (ncclComm* comm : comms_)
+        if (comm->commHash == m.commHash && m.reporter >= 0 && m.reporter < comm->nRanks && m.reporter != comm->rank)
+          commFail(comm, ncclRemoteError, false, m.lost, "rank %d: %s reported a failure: %s", comm->rank,
+                   describeRank(comm, m.reporter).c_str(), m.why);
+    }
+    p.sock.close();
+  }
+
+  // Asks the process of rank peer, on sock connected to its fault port, whether the peer's communicator failed; the
+  // answer, if any, arrives as a notice on sock.
+  void ask(Socket sock, const ncclComm* comm, int peer) {
+    FaultMessage q{};
+    q.magic = kQueryMagic;
+    q.commHash = comm->commHash;
+    q.reporter = comm->rank;
+    q.lost = peer;
+    // The record fits in an empty socket buffer: one send, or nothing.
+    if (send(sock.fd(), &q, sizeof q, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof q) return;
+    pending_.push_back(Pending{std::move(sock), Deadline::after(1.0), {}, 0});
+  }
+
+  // A failed communicator answers a query about its rank with the notice of its failure. A timeout is not
+  // answered: every waiting rank times out on its own, with its own hang report.
+  void answer(const Socket& sock, const FaultMessage& q) {
+    for (ncclComm* comm : comms_) {
+      const ncclResult_t failed = comm->asyncError.load();
+      if (comm->commHash != q.commHash || comm->rank != q.lost || failed == ncclSuccess || failed == ncclTimeout)
+        continue;
+      FaultMessage m = faultNotice(comm, comm->health ? comm->health->lostRank.load() : -1, nullptr);
+      INFO(NCCL_RAS, "rank %d: rank %d asked whether this rank failed; told it: %s", comm->rank, q.reporter, m.why);
+      (void)!send(sock.fd(), &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      return;
+    }
   }
 
   void reportAll() {
@@ -350,12 +416,7 @@ void notifyPeers(ncclComm* comm, int lost, const char* why) {
     if (std::none_of(targets.begin(), targets.end(), [&](const SocketAddress& t) { return same(t, a); }))
       targets.push_back(a);
   }
-  FaultMessage m{};
-  m.magic = kFaultMagic;
-  m.commHash = comm->commHash;
-  m.reporter = comm->rank;
-  m.lost = lost;
-  memcpy(m.why, why, std::min(strlen(why), sizeof m.why - 1));  // cut to fit
+  const FaultMessage m = faultNotice(comm, lost, why);
   std::thread([targets = std::move(targets), m] {
     // All at once: a dead process refuses at once, but a dead host would hold up the ones behind it.
     std::vector<pollfd> pfds;
@@ -368,18 +429,21 @@ void notifyPeers(ncclComm* comm, int lost, const char* why) {
         close(fd);
     }
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(kFaultSendSeconds);
-    size_t left = pfds.size();
+    size_t left = pfds.size(), sent = 0;
     while (left > 0) {
       const int ms = (int)std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now())
                          .count();
-      if (ms <= 0 || poll(pfds.data(), pfds.size(), ms) <= 0) break;
+      if (ms <= 0) break;
+      const int ready = poll(pfds.data(), pfds.size(), ms);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) break;
       for (pollfd& p : pfds) {
         if (p.fd < 0 || !p.revents) continue;
         int err = 0;
         socklen_t len = sizeof err;
         // The record fits in an empty socket buffer: one send, or nothing.
         if (getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
-          (void)!send(p.fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+          sent += send(p.fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof m;
         close(p.fd);
         p.fd = -1;
         left--;
@@ -387,6 +451,8 @@ void notifyPeers(ncclComm* comm, int lost, const char* why) {
     }
     for (pollfd& p : pfds)
       if (p.fd >= 0) close(p.fd);
+    // A process that missed the notice learns of the failure when it asks (a long wait on this rank).
+    INFO(NCCL_RAS, "rank %d: fault notice sent to %zu of %zu process(es)", m.reporter, sent, targets.size());
   }).detach();
 }
 

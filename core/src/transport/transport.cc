@@ -226,7 +226,11 @@ ncclResult_t transportConnectP2p(ncclComm* comm, const std::vector<ConnectReques
   }
   if (missing.empty()) return ncclSuccess;
   INFO(NCCL_P2P, "rank %d: connecting %zu point-to-point connector(s) on demand", comm->rank, missing.size());
-  NCCLCHECK(transportConnect(comm, missing));
+  if (const ncclResult_t r = transportConnect(comm, missing); r != ncclSuccess) {
+    // The peers whose side of a connection came up go on to wait on this rank: the communicator fails under them too.
+    commFail(comm, r, true, -1, "%s", lastError(nullptr));
+    return r;
+  }
   if (comm->deviceState) {  // CUDA kernels read the connectors from device memory
     for (const ConnectRequest& req : missing) NCCLCHECK(devStateSyncConnectors(comm, req.channel, {req.peer}));
   }
