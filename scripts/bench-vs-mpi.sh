@@ -6,7 +6,9 @@
 #
 # collective: all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall.
 # Environment: BUILD_DIR (./build), MINBYTES (8), MAXBYTES (64M), STEPFACTOR (2), ITERS (20), WARMUP (5),
-# CHECK (1: plexus-perf validates results), MPIRUN_ARGS (extra mpirun flags).
+# CHECK (1: plexus-perf validates results), MPIRUN_ARGS (extra mpirun flags), REPEAT (1: runs each side this many
+# times, alternating plexus and Open MPI, and compares the median times per size: a machine whose speed drifts
+# from one minute to the next then weighs on both sides alike).
 set -euo pipefail
 
 nranks=${1:-2}
@@ -18,10 +20,12 @@ factor=${STEPFACTOR:-2}
 iters=${ITERS:-20}
 warmup=${WARMUP:-5}
 check=${CHECK:-1}
+repeat=${REPEAT:-1}
 
 die() { echo "bench-vs-mpi: $*" >&2; exit 2; }
 
 [[ $nranks =~ ^[1-9][0-9]*$ ]] || die "nranks must be a positive integer, not '$nranks'"
+[[ $repeat =~ ^[1-9][0-9]?$ ]] || die "REPEAT must be an integer from 1 to 99, not '$repeat'"
 case $coll in
   all_reduce) mpicoll=allreduce ;;
   all_gather) mpicoll=allgather ;;
@@ -50,21 +54,31 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 sizes=(-b "$minbytes" -e "$maxbytes" -f "$factor" -n "$iters" -w "$warmup")
-echo "# plexus-perf $coll vs Open MPI $mpicoll: $nranks ranks, float, ${minbytes}..${maxbytes} x$factor, $iters iters"
-if ! "${mpirun[@]}" "$perf" "$coll" "${sizes[@]}" -c "$check" >"$tmp/plexus.txt" 2>&1; then
-  cat "$tmp/plexus.txt" >&2
-  die "plexus-perf failed"
-fi
-if ! "${mpirun[@]}" "$mpibench" -C "$mpicoll" "${sizes[@]}" >"$tmp/mpi.txt" 2>&1; then
-  cat "$tmp/mpi.txt" >&2
-  die "mpi_allreduce failed"
-fi
+runs=""
+((repeat == 1)) || runs=", median of $repeat alternating runs each"
+echo "# plexus-perf $coll vs Open MPI $mpicoll: $nranks ranks, float, ${minbytes}..${maxbytes} x$factor, $iters iters$runs"
+for ((k = 1; k <= repeat; k++)); do
+  if ! "${mpirun[@]}" "$perf" "$coll" "${sizes[@]}" -c "$check" >"$tmp/plexus.$k.txt" 2>&1; then
+    cat "$tmp/plexus.$k.txt" >&2
+    die "plexus-perf failed"
+  fi
+  if ! "${mpirun[@]}" "$mpibench" -C "$mpicoll" "${sizes[@]}" >"$tmp/mpi.$k.txt" 2>&1; then
+    cat "$tmp/mpi.$k.txt" >&2
+    die "mpi_allreduce failed"
+  fi
+done
 
-# Table rows only: size in $1, out-of-place time in $6, busbw in $8. Both runs walk the same sizes,
-# so rows pair up by position. ratio = plexus busbw / Open MPI busbw = MPI time / plexus time (the
-# times keep more digits than the printed bandwidths).
+# Table rows only: size in $1, out-of-place time in $6, busbw in $8. Every run walks the same sizes, so rows pair up
+# by position. Per size, the run of median time stands for each side (its busbw with it). ratio = plexus busbw /
+# Open MPI busbw = MPI time / plexus time (the times keep more digits than the printed bandwidths).
 rows() { awk '!/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8 }' "$1"; }
-paste -d' ' <(rows "$tmp/plexus.txt") <(rows "$tmp/mpi.txt") | awk -v min="$minbytes" '
+median() {  # the runs' rows of one side -> per size: size, median time, busbw of that run
+  for ((k = 1; k <= repeat; k++)); do rows "$tmp/$1.$k.txt" | awk '{ print NR, $0 }'; done |
+    sort -k1,1n -k3,3g | awk -v r="$repeat" '{ n[$1]++; if (n[$1] == int((r + 1) / 2)) print $2, $3, $4 }'
+}
+median plexus >"$tmp/plexus.txt"
+median mpi >"$tmp/mpi.txt"
+paste -d' ' "$tmp/plexus.txt" "$tmp/mpi.txt" | awk -v min="$minbytes" '
   BEGIN { printf "# %10s  %14s  %14s  %8s\n", "size (B)", "plexus busbw", "open-mpi busbw", "ratio"
           printf "# %10s  %14s  %14s  %8s\n", "", "(GB/s)", "(GB/s)", "" }
   NF == 6 {
@@ -79,7 +93,7 @@ paste -d' ' <(rows "$tmp/plexus.txt") <(rows "$tmp/mpi.txt") | awk -v min="$minb
 # reads and the write an AllReduce of 2 ranks cannot avoid). A host collective's busbw cannot pass its rate.
 if "${mpirun[@]}" "$mpibench" -C memprobe -b "$maxbytes" -e "$maxbytes" -n "$iters" -w "$warmup" >"$tmp/probe.txt" 2>&1; then
   probe=$(rows "$tmp/probe.txt" | awk 'NR == 1 { print $3 }')
-  ours=$(rows "$tmp/plexus.txt" | awk 'END { print $3 }')
+  ours=$(awk 'END { print $3 }' "$tmp/plexus.txt")
   awk -v p="$probe" -v o="$ours" -v s="$maxbytes" 'BEGIN {
     printf "# memory bound (each rank reduces two %s arrays into a third, all at once): %s GB/s; plexus busbw at %s: %s GB/s (%.0f%% of it)\n", s, p, s, o, (p > 0 ? 100 * o / p : 0) }'
 else
@@ -87,5 +101,5 @@ else
   cat "$tmp/probe.txt" >&2
 fi
 
-wrong=$(awk '/Out of bounds values/ { print $(NF-1) }' "$tmp/plexus.txt")
+wrong=$(cat "$tmp"/plexus.[0-9]*.txt | awk '/Out of bounds values/ { n += $(NF-1) } END { print n + 0 }')
 [[ -z $wrong || $wrong == 0 ]] || echo "# WARNING: plexus-perf reported $wrong wrong results" >&2

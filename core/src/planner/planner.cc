@@ -358,8 +358,8 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     const char* why = nullptr;
     if (lowersToP2p(comm, tasks[k], &why))
       lowerToP2p(comm, tasks[k], ++unit, why, &lowered);
-    else
-      tasks[kept++] = tasks[k];
+    else if (kept++ != k)
+      tasks[kept - 1] = tasks[k];  // behind a lowered one only: the usual launch keeps every task where it is
   }
   if (unit) {
     tasks.erase(tasks.begin() + kept, tasks.begin() + nColl);
