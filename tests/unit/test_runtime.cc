@@ -67,6 +67,42 @@ TEST_CASE("host stream: operations run in order; synchronize returns the first e
   CHECK(hostStreamOf(reinterpret_cast<cudaStream_t>(&order)) == nullptr);
 }
 
+TEST_CASE("host stream: the worker backs off while a producer runs its full ring, and a synchronize rouses it") {
+  cudaStream_t s;
+  REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
+  HostStream* hs = hostStreamOf(s);
+  REQUIRE(hs != nullptr);
+  // 200 rings of the stream's 1024 slots, enqueued without a synchronize: the producer runs the queue itself each
+  // time the ring is full (some 20 ms in all). A worker that looked at each of those let-gos, or every launch delay
+  // while the front moves, would look hundreds of times, each a context switch taking a core from spinning ranks.
+  constexpr uint64_t kOps = 200 * 1024;
+  std::atomic<uint64_t> ran{0};
+  const uint64_t looksBefore = hs->workerLooks();
+  for (uint64_t i = 0; i < kOps; i++)
+    hs->enqueue([&ran] {
+      ran.fetch_add(1, std::memory_order_relaxed);
+      return ncclSuccess;
+    });
+  const uint64_t looks = hs->workerLooks() - looksBefore;
+  REQUIRE(plexusStreamSynchronize(s) == ncclSuccess);
+  CHECK(ran.load() == kOps);
+  INFO("worker looks while the producer ran its ring: " << looks);
+  CHECK(looks < 50);
+  // The worker now waits up to its busy period (4 ms) between looks. The synchronize that just returned roused it:
+  // an operation nobody waits for starts after a launch delay or two (20 us each), not after two busy periods.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<int64_t> startedUs{-1};
+  hs->enqueue([&] {
+    startedUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    return ncclSuccess;
+  });
+  for (int i = 0; i < 10000 && startedUs.load() < 0; i++) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  REQUIRE(startedUs.load() >= 0);
+  INFO("started after " << startedUs.load() << " us");
+  CHECK(startedUs.load() < 2000);
+  REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
+}
+
 TEST_CASE("host events: record, synchronize, elapsed time, cross-stream wait") {
   cudaStream_t a, b;
   REQUIRE(plexusStreamCreate(&a) == ncclSuccess);

@@ -103,11 +103,7 @@ bool HostStream::tryRun(bool isWorker) {
     // would cost a context switch each.
     if (h + 1 >= wakeAt_.load()) notifyDone();
   }
-  running_.store(false);  // seq_cst: ordered before the checks of workerWaits_ and syncing_
-  if (workerWaits_.load()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    workCv_.notify_one();
-  }
+  running_.store(false);  // seq_cst: ordered before the check of syncing_
   if (isWorker && syncing_.load()) notifyDone();
   return true;
 }
@@ -121,6 +117,10 @@ void HostStream::notifyDone() {
 void HostStream::workerLoop() {
   using std::chrono::microseconds;
   const microseconds maxPeriod(1000);
+  // While other threads move the queue on, the checks back off further: a synchronizing thread rouses the worker
+  // when it returns (what the application launches next is fresh work), and a thread that stops enqueuing leaves its
+  // last operations waiting two of these at most.
+  const microseconds busyPeriod(4000);
   constexpr int kQuietChecks = 8;  // timer checks with nothing queued before the worker sleeps
   microseconds period = launchDelay_;
   int quiet = 0;
@@ -128,7 +128,19 @@ void HostStream::workerLoop() {
   uint64_t frontSeen = UINT64_MAX, tailSeen = UINT64_MAX;
   microseconds unclaimed(0);  // how long frontSeen has been first in the queue
   microseconds check = launchDelay_;  // the wait before the last look at the front
+  auto doze = [&] {
+    std::unique_lock<std::mutex> lock(mu_);
+    workerDozes_ = true;
+    workCv_.wait_for(lock, check, [this] { return stop_ || !workerDozes_; });
+    if (!workerDozes_) {  // roused by a synchronizing thread's return: the application launches next
+      frontSeen = UINT64_MAX;
+      period = launchDelay_;
+      quiet = 0;
+    }
+    workerDozes_ = false;
+  };
   while (!stop_) {
+    workerLooks_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t front = head_.load();
     if (!published(front)) {
       std::unique_lock<std::mutex> lock(mu_);
@@ -144,16 +156,17 @@ void HostStream::workerLoop() {
         quiet++;
         period = std::min(period * 2, maxPeriod);
       }
+      frontSeen = UINT64_MAX;  // the next operation is fresh work: first looked at after a launch delay
       continue;
     }
     if (running_.load()) {
-      // Another thread runs the queue: sleep until it lets go (not on a timer: waking up while the
-      // ranks' threads spin would take a core they need).
-      std::unique_lock<std::mutex> lock(mu_);
-      workerWaits_ = true;  // seq_cst: ordered before the check of running_, as tryRun's store and load
-      workCv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_ || !running_.load(); });
-      workerWaits_ = false;
-      frontSeen = UINT64_MAX;
+      // Another thread runs the queue: look again at doubling intervals. Neither a wake-up at each of its let-gos
+      // (a producer facing a full ring lets go once a ring of operations) nor a short timer: each is a context
+      // switch that takes a core the ranks' spinning threads need.
+      check = frontSeen == UINT64_MAX ? launchDelay_ : std::min(check * 2, busyPeriod);
+      frontSeen = front;
+      tailSeen = tail_.load();
+      doze();
       continue;
     }
     // Leave each operation to a synchronizing thread for a launch delay: it is awake and warm, and
@@ -161,15 +174,23 @@ void HostStream::workerLoop() {
     // next, or runs the queue itself once the ring is full. While it enqueues, the checks come at
     // doubling intervals: each is a context switch where the process has one core (mpirun binds each
     // rank to one). For maxPeriod at most, so that a slow producer that never synchronizes still sees
-    // its operations progress.
+    // its operations progress. Where other threads move the queue on (the front moved since the last look), the
+    // checks back off the same way, up to busyPeriod.
     const uint64_t tail = tail_.load();
-    const bool sameFront = front == frontSeen;
+    const bool fresh = frontSeen == UINT64_MAX, sameFront = front == frontSeen;
     unclaimed = sameFront ? unclaimed + check : microseconds(0);
     const bool producing = tail != tailSeen && unclaimed < maxPeriod;
     if (!sameFront || producing || !tryRun(true)) {
-      check = sameFront && producing ? std::min(check * 2, maxPeriod - unclaimed) : launchDelay_;
+      const bool busy = !sameFront && !fresh;
+      check = sameFront && producing ? std::min(check * 2, maxPeriod - unclaimed)
+              : busy                 ? std::min(check * 2, busyPeriod)
+                                     : launchDelay_;
       frontSeen = front;
       tailSeen = tail;
+      if (busy) {
+        doze();
+        continue;
+      }
       std::unique_lock<std::mutex> lock(mu_);
       workCv_.wait_for(lock, check, [this] { return stop_.load(); });
       continue;
@@ -200,6 +221,11 @@ ncclResult_t HostStream::synchronize() {
     if (head_.load() < target && running_.load()) doneCv_.wait_for(lock, std::chrono::milliseconds(10));
   }
   syncing_--;
+  if (workerDozes_.load()) {  // backing off while this thread ran the queue: what comes next is fresh work
+    std::lock_guard<std::mutex> lock(mu_);
+    workerDozes_ = false;
+    workCv_.notify_one();
+  }
   return (ncclResult_t)error_.exchange(ncclSuccess);
 }
 

@@ -6,8 +6,9 @@
 //
 // The worker is not woken per operation (a wake-up is a context switch, and on a busy node the worker
 // would take the core a peer rank needs): after activity it checks back on a timer whose period
-// doubles while synchronizing threads claim everything, and only after a quiet spell does it sleep
-// until the next enqueue wakes it.
+// doubles while other threads run the queue (up to 4 ms) or keep enqueuing (up to 1 ms), and only after
+// a quiet spell does it sleep until the next enqueue wakes it. A synchronizing thread that returns
+// rouses it, so that what the application launches next starts after a launch delay.
 #pragma once
 
 #include <nccl.h>
@@ -44,6 +45,8 @@ class HostStream {
   // Runs what is queued on the calling thread unless another thread is running it: for a thread that
   // must wait for the queue to drain (a producer facing a full workFifo).
   void help();
+  // How often the worker has looked at the queue (each look follows a wait): for tests of its back-off.
+  uint64_t workerLooks() const { return workerLooks_.load(std::memory_order_relaxed); }
 
  private:
   // Operations live in a ring of slots: a producer takes a ticket (tail_), fills the ticket's slot and
@@ -77,8 +80,9 @@ class HostStream {
   std::atomic<int> syncing_{0};                // threads in synchronize
   std::atomic<uint64_t> wakeAt_{UINT64_MAX};   // smallest head a thread asleep on doneCv_ waits for
   std::atomic<bool> workerAsleep_{false};      // waits for an enqueue, not on a timer
-  std::atomic<bool> workerWaits_{false};       // waits for the thread running the queue to let go
+  std::atomic<bool> workerDozes_{false};       // backs off while other threads move the queue on
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> workerLooks_{0};
   std::mutex mu_;
   std::condition_variable workCv_, doneCv_;
   const std::chrono::microseconds launchDelay_;
