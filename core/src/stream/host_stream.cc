@@ -128,15 +128,13 @@ void HostStream::workerLoop() {
   uint64_t frontSeen = UINT64_MAX, tailSeen = UINT64_MAX;
   microseconds unclaimed(0);  // how long frontSeen has been first in the queue
   microseconds check = launchDelay_;  // the wait before the last look at the front
+  // A wait while other threads move the queue on, cut short when a synchronizing thread returns: what the
+  // application launches next is fresh work.
   auto doze = [&] {
     std::unique_lock<std::mutex> lock(mu_);
     workerDozes_ = true;
     workCv_.wait_for(lock, check, [this] { return stop_ || !workerDozes_; });
-    if (!workerDozes_) {  // roused by a synchronizing thread's return: the application launches next
-      frontSeen = UINT64_MAX;
-      period = launchDelay_;
-      quiet = 0;
-    }
+    if (!workerDozes_) frontSeen = UINT64_MAX;  // roused
     workerDozes_ = false;
   };
   while (!stop_) {
@@ -160,10 +158,10 @@ void HostStream::workerLoop() {
       continue;
     }
     if (running_.load()) {
-      // Another thread runs the queue: look again at doubling intervals. Neither a wake-up at each of its let-gos
-      // (a producer facing a full ring lets go once a ring of operations) nor a short timer: each is a context
-      // switch that takes a core the ranks' spinning threads need.
-      check = frontSeen == UINT64_MAX ? launchDelay_ : std::min(check * 2, busyPeriod);
+      // Another thread runs the queue: look again when a synchronizing thread returns, or after busyPeriod. Not at
+      // each of its let-gos (a producer facing a full ring lets go once a ring of operations), nor on a short timer:
+      // each look is a context switch that takes a core the ranks' spinning threads need.
+      check = busyPeriod;
       frontSeen = front;
       tailSeen = tail_.load();
       doze();

@@ -5,10 +5,11 @@
 // with a worker for a core.
 //
 // The worker is not woken per operation (a wake-up is a context switch, and on a busy node the worker
-// would take the core a peer rank needs): after activity it checks back on a timer whose period
-// doubles while other threads run the queue (up to 4 ms) or keep enqueuing (up to 1 ms), and only after
-// a quiet spell does it sleep until the next enqueue wakes it. A synchronizing thread that returns
-// rouses it, so that what the application launches next starts after a launch delay.
+// would take the core a peer rank needs): after activity it checks back on a timer, after 4 ms while
+// another thread runs the queue, at doubling intervals while other threads move it on (up to 4 ms) or
+// keep enqueuing (up to 1 ms), and only after a quiet spell does it sleep until the next enqueue wakes
+// it. A synchronizing thread that returns rouses it, so that what the application launches next starts
+// after a launch delay.
 #pragma once
 
 #include <nccl.h>
