@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -91,15 +92,16 @@ TEST_CASE("host stream: the worker backs off while a producer runs its full ring
   // The worker now waits up to its busy period (4 ms) between looks. The synchronize that just returned roused it:
   // an operation nobody waits for starts after a launch delay or two (20 us each), not after two busy periods.
   const auto t0 = std::chrono::steady_clock::now();
-  std::atomic<int64_t> startedUs{-1};
+  std::promise<int64_t> started;  // the operation's start, as the worker ran it
+  std::future<int64_t> startedUs = started.get_future();
   hs->enqueue([&] {
-    startedUs = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    started.set_value(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
     return ncclSuccess;
   });
-  for (int i = 0; i < 10000 && startedUs.load() < 0; i++) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  REQUIRE(startedUs.load() >= 0);
-  INFO("started after " << startedUs.load() << " us");
-  CHECK(startedUs.load() < 2000);
+  REQUIRE(startedUs.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const int64_t us = startedUs.get();
+  INFO("started after " << us << " us");
+  CHECK(us < 2000);
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
 }
 
