@@ -4,6 +4,7 @@
 // decision is logged once under NCCL_DEBUG_SUBSYS=TUNING.
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "check.h"
 #include "harness.h"
+#include "skip.h"
 
 namespace {
 
@@ -98,6 +100,39 @@ TEST_CASE("tuning: with no rule the cost model decides, and says so") {
           long bad = allReduceOnce(comm, stream, rank, nranks, 1000, &d);
           if (!contains(d.reason, "cost model: ")) {
             fprintf(stderr, "rank %d: reason \"%s\"\n", rank, d.reason);
+            bad++;
+          }
+          return bad;
+        }) == 0);
+}
+
+TEST_CASE("tuning: on the host with a core per rank, LL carries only the smallest operations") {
+  // The core's protocol figures (algoProtocols): a CPU reads LL's lines a cache line at a time, so past about
+  // 64 bytes per link Simple is faster (measured, bench/README.md), and LL128 never is.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2)
+    return testskip::skip("fewer than 2 CPUs to run on: 2 ranks share a core, where the default figures stand");
+  CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          long bad = 0;
+          std::string seen;
+          // AllReduce of 16 B, 128 B, 4 KiB; AllGather of 32 B, 256 B, 8 KiB from each rank. The middle sizes went
+          // to LL with the default figures.
+          for (size_t count : {(size_t)4, (size_t)32, (size_t)1024}) {
+            plexusDecision_t d;
+            bad += allReduceOnce(comm, stream, rank, nranks, count, &d);
+            seen += std::string(d.protocol) + " ";
+            const size_t each = 2 * count;
+            std::vector<float> all(each * nranks, -1.0f), mine(each, (float)rank);
+            CHECK_NCCL(ncclAllGather(mine.data(), all.data(), each, ncclFloat32, comm, stream));
+            CHECK_NCCL(plexusStreamSynchronize(stream));
+            for (size_t i = 0; i < all.size(); i++) bad += all[i] != (float)(i / each);
+            CHECK_NCCL(plexusCommLastDecision(comm, &d));
+            seen += std::string(d.protocol) + " ";
+          }
+          if (seen != "LL LL Simple Simple Simple Simple ") {
+            fprintf(stderr, "rank %d: protocols of AllReduce and AllGather, 16 B to 4 KiB: %s(expected LL LL, then "
+                    "Simple)\n", rank, seen.c_str());
             bad++;
           }
           return bad;

@@ -1,10 +1,12 @@
 // The plugin loader refuses broken plugins with one clear line, and loads the real ones.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 
 #include "misc/check.h"
+#include "plugin/algo.h"
 #include "plugin/loader.h"
 
 using namespace plexus;
@@ -79,4 +81,51 @@ TEST_CASE("loader: an ABI v1 plugin loads through its adapter, host backend only
   CHECK(algos[0]->name == "rd-v1");
   CHECK(algos[0]->version == 1);
   CHECK_FALSE(algos[0]->api->hasCudaKernels());
+}
+
+namespace {
+
+// A v2 table whose optional members record their calls, for the adapter's structSize checks.
+int protocolsCalls = 0;
+float protocolsLLBandwidth = 0;
+ncclResult_t recInit(void** ctx, const plexusAlgoTopo_v2_t*, ncclDebugLogger_t) {
+  *ctx = nullptr;
+  return ncclSuccess;
+}
+ncclResult_t recGraph(void*, plexusAlgoGraph_v2_t*) { return ncclSuccess; }
+ncclResult_t recCost(void*, ncclFunc_t, int, size_t, int, float* us) {
+  *us = 1.0f;
+  return ncclSuccess;
+}
+ncclResult_t recRunHost(void*, const plexusDevKernelArgs_v1_t*, int) { return ncclSuccess; }
+ncclResult_t recFinalize(void*) { return ncclSuccess; }
+ncclResult_t recProtocols(void*, const plexusAlgoProtocols_v2_t* p) {
+  protocolsCalls++;
+  protocolsLLBandwidth = p->bw[PLEXUS_PROTO_LL];
+  return ncclSuccess;
+}
+
+}  // namespace
+
+TEST_CASE("loader: setProtocols reaches a v2 plugin built with it, and never one built before it") {
+  plexusAlgo_v2_t table = {PLEXUS_ALGO_ABI_VERSION, sizeof(plexusAlgo_v2_t), "rec", 1u << ncclFuncAllReduce,
+                           1u << PLEXUS_PROTO_SIMPLE, recInit, recGraph, recCost, recRunHost, nullptr, recFinalize,
+                           nullptr, recProtocols};
+  plexusAlgoProtocols_v2_t figures{};
+  figures.bw[PLEXUS_PROTO_LL] = 0.125f;
+  std::string why;
+  protocolsCalls = 0;
+  auto api = algoAdapt_v2(&table, &why);
+  REQUIRE(api);
+  CHECK(api->setProtocols(nullptr, &figures) == ncclSuccess);
+  CHECK(protocolsCalls == 1);
+  CHECK(protocolsLLBandwidth == 0.125f);
+  // Built before setProtocols: its table ends at setPlaces, and what lies beyond is not the plugin's.
+  for (uint32_t size : {(uint32_t)PLEXUS_ALGO_V2_BASE_SIZE, (uint32_t)offsetof(plexusAlgo_v2_t, setProtocols)}) {
+    table.structSize = size;
+    auto older = algoAdapt_v2(&table, &why);
+    REQUIRE(older);
+    CHECK(older->setProtocols(nullptr, &figures) == ncclSuccess);
+    CHECK(protocolsCalls == 1);
+  }
 }

@@ -51,6 +51,48 @@ TEST_CASE("topology: the machine's cores are the union of its ranks' CPU sets") 
   CHECK(count >= 1);
 }
 
+TEST_CASE("topology: the protocols' figures: the host's own where every rank has a core, the defaults elsewhere") {
+  // Two ranks of one machine, each on a core of its own.
+  std::vector<plexusPeerInfo_v1_t> peers(2);
+  peers[0].machineHash = peers[1].machineHash = 1;
+  peers[0].pidHash = 10;
+  peers[1].pidHash = 11;
+  std::vector<CpuMask> cpus(2);
+  cpus[0].bits[0] = 1;
+  cpus[1].bits[0] = 2;
+  Topology t = computeTopology(peers, cpus, 0);
+  plexusAlgoTopo_v1_t topo = algoTopology(t, 0, 1, 4 << 20);
+  const plexusAlgoProtocols_v2_t defaults = plexusAlgoDefaultProtocols(&topo);
+  plexusAlgoProtocols_v2_t p = algoProtocols(t, topo);
+  // A CPU reads LL's lines a cache line at a time: far below a quarter of Simple's bandwidth; LL128's hop is
+  // Simple's, so that it never prices below Simple.
+  CHECK(p.bw[PLEXUS_PROTO_LL] < defaults.bw[PLEXUS_PROTO_LL] / 2);
+  CHECK(p.hop[PLEXUS_PROTO_LL] == defaults.hop[PLEXUS_PROTO_LL]);
+  CHECK(p.hop[PLEXUS_PROTO_LL128] == p.hop[PLEXUS_PROTO_SIMPLE]);
+  CHECK(p.bw[PLEXUS_PROTO_LL128] < p.bw[PLEXUS_PROTO_SIMPLE]);
+  CHECK(p.hop[PLEXUS_PROTO_SIMPLE] == 1.0f);
+  CHECK(p.bw[PLEXUS_PROTO_SIMPLE] == 1.0f);
+  // Both on one core: a hop is a context switch; the defaults stand.
+  cpus[1] = cpus[0];
+  t = computeTopology(peers, cpus, 0);
+  topo = algoTopology(t, 0, 1, 4 << 20);
+  REQUIRE(topo.coresShared);
+  p = algoProtocols(t, topo);
+  const plexusAlgoProtocols_v2_t shared = plexusAlgoDefaultProtocols(&topo);
+  for (int k = 0; k < PLEXUS_NUM_PROTOCOLS; k++) {
+    CHECK(p.hop[k] == shared.hop[k]);
+    CHECK(p.bw[k] == shared.bw[k]);
+  }
+  // GPUs: the defaults.
+  t.deviceChannels = true;
+  topo = algoTopology(t, 0, 1, 4 << 20);
+  p = algoProtocols(t, topo);
+  for (int k = 0; k < PLEXUS_NUM_PROTOCOLS; k++) {
+    CHECK(p.hop[k] == plexusAlgoDefaultProtocols(&topo).hop[k]);
+    CHECK(p.bw[k] == plexusAlgoDefaultProtocols(&topo).bw[k]);
+  }
+}
+
 TEST_CASE("topology: NCCL_HOSTID gives a process another host identity") {
   uint64_t mine = hostHash();
   setenv("NCCL_HOSTID", "node-b", 1);

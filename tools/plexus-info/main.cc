@@ -341,6 +341,7 @@ int printTuning(const Options& o, const std::shared_ptr<const Config>& config) {
   size_t buffSize = (size_t)envInt("BUFFSIZE", 4 << 20) & ~(size_t)(4096 * PLEXUS_STEPS - 1);
   if (buffSize < 4096 * PLEXUS_STEPS) buffSize = 4096 * PLEXUS_STEPS;
   const plexusAlgoTopo_v1_t at = algoTopology(topo, 0, nChannels, buffSize);
+  const plexusAlgoProtocols_v2_t protocols = algoProtocols(topo, at);
   std::vector<const AlgoPlugin*> plugins;
   if (loadAlgorithms(communicatorAlgorithms(*config), &plugins) != ncclSuccess) {
     fprintf(stderr, "plexus-info: %s\n", ncclGetLastError(nullptr));
@@ -356,7 +357,8 @@ int printTuning(const Options& o, const std::shared_ptr<const Config>& config) {
       graph.channels[c].ringOrder = orders[c].data();
       graph.channels[c].treeParents = parents[c].data();
     }
-    if (p->api->init(&inst.ctx, &at, debugLog) != ncclSuccess || p->api->buildGraph(inst.ctx, &graph) != ncclSuccess) {
+    if (p->api->init(&inst.ctx, &at, debugLog) != ncclSuccess ||
+        p->api->setProtocols(inst.ctx, &protocols) != ncclSuccess || p->api->buildGraph(inst.ctx, &graph) != ncclSuccess) {
       fprintf(stderr, "plexus-info: algorithm plugin '%s' (%s) failed to start for this job\n", p->name.c_str(),
               p->path.c_str());
       return 1;

@@ -55,6 +55,7 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
   std::vector<const AlgoPlugin*> plugins;
   NCCLCHECK(loadAlgorithms(communicatorAlgorithms(*comm->config), &plugins));
   const plexusAlgoTopo_v1_t topo = algoTopology(comm->topo, comm->rank, comm->channels.count, comm->buffSize);
+  const plexusAlgoProtocols_v2_t protocols = algoProtocols(comm->topo, topo);
   bool haveRing = false, haveTree = false;
   std::vector<std::vector<int>> orders(comm->channels.count, std::vector<int>(comm->nRanks, -1));
   std::vector<std::vector<int>> parents(comm->channels.count, std::vector<int>(comm->nRanks, -2));
@@ -73,6 +74,9 @@ ncclResult_t setupAlgorithms(ncclComm* comm) {
     comm->algos.push_back(inst);
     if (p->api->setPlaces(inst.ctx, comm->topo.rankPlace.data()) != ncclSuccess)
       return setError(comm, ncclInternalError, "algorithm plugin '%s' (%s): setPlaces failed on rank %d",
+                      p->name.c_str(), p->path.c_str(), comm->rank);
+    if (p->api->setProtocols(inst.ctx, &protocols) != ncclSuccess)
+      return setError(comm, ncclInternalError, "algorithm plugin '%s' (%s): setProtocols failed on rank %d",
                       p->name.c_str(), p->path.c_str(), comm->rank);
     plexusAlgoGraph_v1_t graph{};
     graph.nChannels = comm->channels.count;

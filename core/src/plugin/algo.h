@@ -28,6 +28,8 @@ class AlgoApi {
   virtual ncclResult_t finalize(void* ctx) const = 0;
   // Where each rank sits (plexusAlgo_v2_t.setPlaces); nothing for a plugin without it.
   virtual ncclResult_t setPlaces(void*, const uint64_t*) const { return ncclSuccess; }
+  // The protocols' figures (plexusAlgo_v2_t.setProtocols); nothing for a plugin without it.
+  virtual ncclResult_t setProtocols(void*, const plexusAlgoProtocols_v2_t*) const { return ncclSuccess; }
 };
 
 // Adapters over the table a plugin's plexusAlgoPlugin_vN symbol points at: nullptr, with *why set, when the table

@@ -29,6 +29,11 @@ class AlgoV2 final : public AlgoApi {
     const bool has = t_->structSize >= offsetof(plexusAlgo_v2_t, setPlaces) + sizeof(t_->setPlaces) && t_->setPlaces;
     return has ? t_->setPlaces(ctx, place) : ncclSuccess;
   }
+  ncclResult_t setProtocols(void* ctx, const plexusAlgoProtocols_v2_t* protocols) const override {
+    const bool has =
+        t_->structSize >= offsetof(plexusAlgo_v2_t, setProtocols) + sizeof(t_->setProtocols) && t_->setProtocols;
+    return has ? t_->setProtocols(ctx, protocols) : ncclSuccess;
+  }
 
  private:
   const plexusAlgo_v2_t* t_;

@@ -2,7 +2,7 @@
 // NICs, GPUs) comes with the net transport; the host backend needs only node and process identity.
 #pragma once
 
-#include <plexus/algo_v1.h>
+#include <plexus/algo_v2.h>
 #include <plexus/transport_v1.h>
 
 #include <cstdint>
@@ -76,5 +76,8 @@ int channelCount(const Topology& t);
 // What algorithm plugins are told of rank's view of t, with nChannels channels of buffSize bytes per
 // connection. The arrays point into t.
 plexusAlgoTopo_v1_t algoTopology(const Topology& t, int rank, int nChannels, size_t buffSize);
+
+// What the step loops make of each protocol on these links (plexusAlgo_v2_t.setProtocols), for algoTopology's topo.
+plexusAlgoProtocols_v2_t algoProtocols(const Topology& t, const plexusAlgoTopo_v1_t& topo);
 
 }  // namespace plexus

@@ -32,6 +32,31 @@ extern "C" {
 typedef plexusAlgoTopo_v1_t plexusAlgoTopo_v2_t;
 typedef plexusAlgoGraph_v1_t plexusAlgoGraph_v2_t;
 
+/* How the core's step loops fare with each protocol on this communicator's links, against Simple (whose factors
+ * are 1), indexed by PLEXUS_PROTO_*: hop[p] scales a hop's latency (localHopUs, netHopUs), bw[p] a channel's
+ * bandwidth (localGBs, netGBs). The core knows them because it runs the protocols: on the host backend, where a
+ * core reads LL's lines one cache line at a time from the core that wrote them, LL moves far less than a quarter
+ * of Simple's bytes. plexusAlgoDefaultProtocols gives the figures for a core that does not say. */
+typedef struct plexusAlgoProtocols_v2 {
+  float hop[PLEXUS_NUM_PROTOCOLS];
+  float bw[PLEXUS_NUM_PROTOCOLS];
+} plexusAlgoProtocols_v2_t;
+
+/* The figures of cores built before setProtocols: LL saves three quarters of a hop (the tail's round trip; a fifth
+ * where cores are shared and a hop is a context switch) at a quarter of the bandwidth (8 data bytes in 16); LL128's
+ * hop sits 60% of the way from LL's to Simple's, at 40% of the bandwidth. */
+static inline plexusAlgoProtocols_v2_t plexusAlgoDefaultProtocols(const plexusAlgoTopo_v2_t* topo) {
+  plexusAlgoProtocols_v2_t p;
+  const float ll = topo->coresShared ? 0.8f : 0.25f;
+  p.hop[PLEXUS_PROTO_LL] = ll;
+  p.hop[PLEXUS_PROTO_LL128] = ll + 0.6f * (1.0f - ll);
+  p.hop[PLEXUS_PROTO_SIMPLE] = 1.0f;
+  p.bw[PLEXUS_PROTO_LL] = 0.25f;
+  p.bw[PLEXUS_PROTO_LL128] = 0.4f;
+  p.bw[PLEXUS_PROTO_SIMPLE] = 1.0f;
+  return p;
+}
+
 typedef struct plexusAlgo_v2 {
   uint32_t abiVersion; /* PLEXUS_ALGO_ABI_VERSION */
   uint32_t structSize; /* sizeof(plexusAlgo_v2_t) as the plugin was built */
@@ -63,6 +88,10 @@ typedef struct plexusAlgo_v2 {
    * the machine; ordering a node's ranks by place keeps a ring's or a tree's hops inside a switch, a host bridge,
    * a NUMA node where the machine allows. Every rank is given the same array. */
   ncclResult_t (*setPlaces)(void* ctx, const uint64_t* place);
+  /* Optional, and absent from plugins built before it (the core then never calls it): the protocols' figures for
+   * this communicator (plexusAlgoProtocols_v2_t), called after init and before buildGraph; a cost model that
+   * prices protocols should use them rather than its own guesses. The pointer is valid during the call only. */
+  ncclResult_t (*setProtocols)(void* ctx, const plexusAlgoProtocols_v2_t* protocols);
 } plexusAlgo_v2_t;
 
 /* A plugin's table without the optional members that came later: the smallest structSize the core accepts. */
@@ -70,8 +99,10 @@ typedef struct plexusAlgo_v2 {
 
 #ifdef __cplusplus
 } /* extern "C" */
-static_assert(sizeof(plexusAlgo_v2_t) == 80, "plexusAlgo_v2_t layout");
+static_assert(sizeof(plexusAlgo_v2_t) == 88, "plexusAlgo_v2_t layout");
 static_assert(offsetof(plexusAlgo_v2_t, setPlaces) == PLEXUS_ALGO_V2_BASE_SIZE, "plexusAlgo_v2_t layout");
+static_assert(offsetof(plexusAlgo_v2_t, setProtocols) == 80, "plexusAlgo_v2_t layout");
+static_assert(sizeof(plexusAlgoProtocols_v2_t) == 24, "plexusAlgoProtocols_v2_t layout");
 #endif
 
 #endif /* PLEXUS_ALGO_V2_H_ */

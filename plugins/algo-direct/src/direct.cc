@@ -17,12 +17,13 @@ namespace {
 std::atomic<ncclDebugLogger_t> logger{nullptr};
 
 struct Context {
-  plexusAlgoTopo_v2_t topo;  // the arrays are not kept (valid during init only)
+  plexusAlgoTopo_v2_t topo;            // the arrays are not kept (valid during init only)
+  plexusAlgoProtocols_v2_t protocols;  // setProtocols: the core's figures; its defaults until then
 };
 
 ncclResult_t directInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
   if (log) logger.store(log, std::memory_order_relaxed);
-  auto* c = new (std::nothrow) Context{*topo};
+  auto* c = new (std::nothrow) Context{*topo, plexusAlgoDefaultProtocols(topo)};
   if (!c) return ncclSystemError;
   c->topo.rankNode = c->topo.rankLocalRank = nullptr;
   *ctx = c;
@@ -40,13 +41,10 @@ ncclResult_t directBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
-// What a protocol does to a hop's latency and to the bandwidth, against Simple's: as algo-ring's (see
-// there, with the measurements behind LL128's figures).
-float protoHop(const plexusAlgoTopo_v2_t& t, int proto) {
-  const float ll = t.coresShared ? 0.8f : 0.25f;
-  return proto == PLEXUS_PROTO_LL ? ll : proto == PLEXUS_PROTO_LL128 ? ll + 0.6f * (1.0f - ll) : 1.0f;
+ncclResult_t directSetProtocols(void* ctx, const plexusAlgoProtocols_v2_t* protocols) {
+  ((Context*)ctx)->protocols = *protocols;
+  return ncclSuccess;
 }
-float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : proto == PLEXUS_PROTO_LL128 ? 0.4f : 1.0f; }
 
 // Alpha-beta model on one channel with the link figures the core gives: one hop of latency (but
 // where the node's ranks share cores every other rank has to run before the step completes, a hop
@@ -54,7 +52,7 @@ float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : prot
 //   AllReduce, Broadcast, Reduce  (n-1) * nBytes   (every rank, or root, talks to every other)
 //   AllGather, ReduceScatter      (n-1)/n * nBytes (as a ring, in one hop)
 // at 70% of a ring's link bandwidth: every rank copies and reduces whole buffers, not parts. LL and
-// LL128 as in algo-ring (protoHop, protoBandwidth).
+// LL128 by the core's figures (setProtocols).
 ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;
@@ -77,8 +75,8 @@ ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, in
     return ncclSuccess;
   }
   const float hops = t.coresShared ? (float)(n - 1) : 1.0f;
-  const float gbs = t.localGBs * 0.7f * protoBandwidth(proto);
-  *timeUs = hops * t.localHopUs * protoHop(t, proto) + linkBytes / (gbs * 1e3f);
+  const float gbs = t.localGBs * 0.7f * c->protocols.bw[proto];
+  *timeUs = hops * t.localHopUs * c->protocols.hop[proto] + linkBytes / (gbs * 1e3f);
   return ncclSuccess;
 }
 
@@ -120,4 +118,6 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
     nullptr,
 #endif
     directFinalize,
+    nullptr,  // setPlaces: every rank talks to every other, wherever it sits
+    directSetProtocols,
 };

@@ -22,7 +22,8 @@ std::atomic<ncclDebugLogger_t> logger{nullptr};
 struct Context {
   plexusAlgoTopo_v2_t topo;
   int* rankNode;
-  std::vector<uint64_t> place;  // setPlaces: where each rank sits; empty until then
+  std::vector<uint64_t> place;            // setPlaces: where each rank sits; empty until then
+  plexusAlgoProtocols_v2_t protocols{};  // setProtocols: the core's figures; its defaults until then
 };
 
 ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
@@ -37,6 +38,7 @@ ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogg
   memcpy(c->rankNode, topo->rankNode, sizeof(int) * topo->nRanks);
   c->topo.rankNode = c->rankNode;
   c->topo.rankLocalRank = nullptr;
+  c->protocols = plexusAlgoDefaultProtocols(topo);
   *ctx = c;
   return ncclSuccess;
 }
@@ -44,6 +46,11 @@ ncclResult_t ringInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogg
 ncclResult_t ringSetPlaces(void* ctx, const uint64_t* place) {
   auto* c = (Context*)ctx;
   c->place.assign(place, place + c->topo.nRanks);
+  return ncclSuccess;
+}
+
+ncclResult_t ringSetProtocols(void* ctx, const plexusAlgoProtocols_v2_t* protocols) {
+  ((Context*)ctx)->protocols = *protocols;
   return ncclSuccess;
 }
 
@@ -73,20 +80,6 @@ ncclResult_t ringBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
-// What a protocol does to a hop's latency and to the bandwidth, against Simple's. LL: a receiver
-// polls the data lines themselves, which saves the tail round trip of a hop (three quarters of it;
-// where a hop is a context switch, cores shared, a fifth), at a quarter of the bandwidth (8 data
-// bytes in 16, staged through registers). LL128, as measured on the host backend (plexus-perf
-// all_reduce, 2 and 4 ranks on 2 cores, 8 B to 4 MiB): about as fast as LL and Simple for small
-// buffers, 40% of Simple's bandwidth for large ones (a 120-byte line at a time, a flag check and a
-// release each), never faster than both; its hop is priced 60% of the way from LL's to Simple's, so
-// that wherever it would beat LL, Simple beats it first and the model keeps LL and Simple on the host.
-float protoHop(const plexusAlgoTopo_v2_t& t, int proto) {
-  const float ll = t.coresShared ? 0.8f : 0.25f;
-  return proto == PLEXUS_PROTO_LL ? ll : proto == PLEXUS_PROTO_LL128 ? ll + 0.6f * (1.0f - ll) : 1.0f;
-}
-float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : proto == PLEXUS_PROTO_LL128 ? 0.4f : 1.0f; }
-
 // Alpha-beta model with the link figures the core gives (topo): the steps on the critical path
 // times a hop's latency, the bytes the busiest link carries over the channels' bandwidth, and the
 // pipeline's fill (the first chunk crosses every step before the last link is busy). nBytes is
@@ -96,7 +89,10 @@ float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : prot
 //   AllGather/ReduceScatter  n-1 steps,    (n-1)/n * nBytes per link
 //   Broadcast/Reduce         n-1 steps,    nBytes per link (every link on the chain)
 // Across nodes, the ring's nNodes network hops set its bandwidth and add their latency. LL and LL128
-// change a hop and the bandwidth (protoHop, protoBandwidth).
+// change a hop and the bandwidth by the core's figures (setProtocols). LL128, as measured on the host backend
+// (plexus-perf all_reduce, 2 and 4 ranks on 2 cores, 8 B to 4 MiB), is about as fast as LL and Simple for small
+// buffers and 40% of Simple's bandwidth for large ones, never faster than both: the figures put its hop 60% of the
+// way from LL's to Simple's, so that wherever it would beat LL, Simple beats it first.
 ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;
@@ -131,10 +127,10 @@ ncclResult_t ringCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
   }
   const float netShare = (float)(t.nNodes > 1 ? t.nNodes : 0) / n;  // of the ring's hops
   const float hopUs = (1.0f - netShare) * t.localHopUs + netShare * t.netHopUs;
-  const float gbs = (t.nNodes > 1 ? t.netGBs : t.localGBs) * protoBandwidth(proto);
+  const float gbs = (t.nNodes > 1 ? t.netGBs : t.localGBs) * c->protocols.bw[proto];
   float grain = partBytes < (float)t.stepBytes ? partBytes : (float)t.stepBytes;
   if (proto == PLEXUS_PROTO_LL128) grain = std::min(partBytes, (float)(PLEXUS_LL128_STEP_LINES(t.stepBytes) * 120));
-  *timeUs = steps * hopUs * protoHop(t, proto) + linkBytes / (gbs * ch * 1e3f) + (steps - 1) * grain / (gbs * 1e3f);
+  *timeUs = steps * hopUs * c->protocols.hop[proto] + linkBytes / (gbs * ch * 1e3f) + (steps - 1) * grain / (gbs * 1e3f);
   return ncclSuccess;
 }
 
@@ -179,4 +175,5 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
 #endif
     ringFinalize,
     ringSetPlaces,
+    ringSetProtocols,
 };

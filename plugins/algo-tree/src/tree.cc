@@ -25,6 +25,7 @@ struct Context {
   plexus::tree::Depth deepest;  // the longest way to the root, over both trees
   int arity = 0;                // most children of any rank
   std::vector<int> widths;      // ranks at each depth of the first tree
+  plexusAlgoProtocols_v2_t protocols{};  // setProtocols: the core's figures; its defaults until then
 };
 
 ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogger_t log) {
@@ -32,6 +33,7 @@ ncclResult_t treeInit(void** ctx, const plexusAlgoTopo_v2_t* topo, ncclDebugLogg
   auto* c = new (std::nothrow) Context{};
   if (!c) return ncclSystemError;
   c->topo = *topo;
+  c->protocols = plexusAlgoDefaultProtocols(topo);
   c->rankNode.assign(topo->rankNode, topo->rankNode + topo->nRanks);
   c->rankLocalRank.assign(topo->rankLocalRank, topo->rankLocalRank + topo->nRanks);
   c->topo.rankNode = c->topo.rankLocalRank = nullptr;
@@ -94,13 +96,10 @@ ncclResult_t treeBuildGraph(void* ctx, plexusAlgoGraph_v2_t* graph) {
   return ncclSuccess;
 }
 
-// What a protocol does to a hop's latency and to the bandwidth, against Simple's: as algo-ring's (see
-// there, with the measurements behind LL128's figures).
-float protoHop(const plexusAlgoTopo_v2_t& t, int proto) {
-  const float ll = t.coresShared ? 0.8f : 0.25f;
-  return proto == PLEXUS_PROTO_LL ? ll : proto == PLEXUS_PROTO_LL128 ? ll + 0.6f * (1.0f - ll) : 1.0f;
+ncclResult_t treeSetProtocols(void* ctx, const plexusAlgoProtocols_v2_t* protocols) {
+  ((Context*)ctx)->protocols = *protocols;
+  return ncclSuccess;
 }
-float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : proto == PLEXUS_PROTO_LL128 ? 0.4f : 1.0f; }
 
 // Alpha-beta model with the link figures the core gives, over the deepest way to the root (D hops,
 // some within a node, some across):
@@ -113,7 +112,7 @@ float protoBandwidth(int proto) { return proto == PLEXUS_PROTO_LL ? 0.25f : prot
 // Where the node's ranks share cores, a level of the tree is done when each of its ranks has had a
 // core: ceil(ranks at the level / cores) context switches a level, each a local hop; and the copies
 // of every rank queue on the same cores, so the work of all ranks counts: the tree's is 1.6 times
-// the ring's (measured: 8 ranks on 2 cores, 512 KiB to 16 MiB). LL and LL128 as in algo-ring (protoHop, protoBandwidth).
+// the ring's (measured: 8 ranks on 2 cores, 512 KiB to 16 MiB). LL and LL128 by the core's figures (setProtocols).
 ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;
@@ -147,7 +146,7 @@ ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
     linkBytes = t.coresShared ? 2.0f * ringBytes : (1 + c->arity) / 2.0f * (allReduce ? 2.0f : 1.0f) * bytes;
     gbs = t.localGBs;
   }
-  gbs *= protoBandwidth(proto);
+  gbs *= c->protocols.bw[proto];
   // The pipeline's grain: the step loops' chunk (treeChunk), within an LL slot or an LL128 step of lines.
   const float part = bytes / ch;
   float grain = std::max(part / (2.0f * (c->widths.size())), 65536.0f);
@@ -156,7 +155,7 @@ ncclResult_t treeCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int 
   grain = std::min(std::min(grain, part), (float)t.stepBytes);
   // The pipeline fills one rank at a time, so each hop of it has a core to itself.
   const float fillGBs = t.coresShared && t.nNodes == 1 ? gbs * (float)t.coresShared : gbs;
-  *timeUs = hopUs * protoHop(t, proto) + linkBytes / (gbs * ch * 1e3f) + (hops - 1) * grain / (fillGBs * 1e3f);
+  *timeUs = hopUs * c->protocols.hop[proto] + linkBytes / (gbs * ch * 1e3f) + (hops - 1) * grain / (fillGBs * 1e3f);
   return ncclSuccess;
 }
 
@@ -198,4 +197,5 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
 #endif
     treeFinalize,
     treeSetPlaces,
+    treeSetProtocols,
 };
