@@ -165,12 +165,18 @@ class HostRuntime final : public DeviceRuntime {
 DeviceRuntime* cudaRt = nullptr;
 std::string cudaError;
 std::atomic<DeviceRuntime*> cudaLoaded{nullptr};
+// Set once the driver was looked for and not found: a host-backend pointer check then costs a load and a branch.
+std::atomic<bool> cudaAbsent{false};
 
 ncclResult_t cudaRuntime(DeviceRuntime** out) {
   // A function-local static, not std::call_once: every collective's pointer check comes here, and
   // call_once costs thread-local accesses and a call each time.
   static const bool loaded = [] {
-    if (cudaRuntimeCreate(&cudaRt, &cudaError) != ncclSuccess) return (cudaRt = nullptr, false);
+    if (cudaRuntimeCreate(&cudaRt, &cudaError) != ncclSuccess) {
+      cudaRt = nullptr;
+      cudaAbsent.store(true, std::memory_order_relaxed);
+      return false;
+    }
     cudaLoaded.store(cudaRt, std::memory_order_release);
     return true;
   }();
@@ -278,10 +284,10 @@ DeviceGuard::~DeviceGuard() {
   if (rt_) rt_->setCurrent(caller_);
 }
 
-ncclResult_t checkPointer(ncclComm* comm, const char* api, const char* what, const void* ptr) {
-  if (!ptr) return ncclSuccess;
-  // A host-backend communicator asks the CUDA driver too where there is one (loaded once; where there is none, the
-  // one failed dlopen is all it costs): without a driver no pointer can be device memory.
+namespace {
+
+// checkPointer's classification, out of line: the common case (host memory, no driver) keeps no frame.
+[[gnu::noinline]] ncclResult_t classifyPointer(ncclComm* comm, const char* api, const char* what, const void* ptr) {
   DeviceRuntime* rt = comm->runtime;
   if (comm->backend == plexusBackendHost && cudaRuntime(&rt) != ncclSuccess) return ncclSuccess;
   PointerInfo info;
@@ -306,6 +312,15 @@ ncclResult_t checkPointer(ncclComm* comm, const char* api, const char* what, con
                     "%s: %s %p is memory of CUDA device %d, but the communicator is on device %d", api, what, ptr,
                     info.device, comm->device);
   return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t checkPointer(ncclComm* comm, const char* api, const char* what, const void* ptr) {
+  // A host-backend communicator asks the CUDA driver too where there is one (loaded once; where there is none, the
+  // one failed dlopen is all it costs): without a driver no pointer can be device memory.
+  if (!ptr || (comm->backend == plexusBackendHost && cudaAbsent.load(std::memory_order_relaxed))) return ncclSuccess;
+  return classifyPointer(comm, api, what, ptr);
 }
 
 }  // namespace plexus

@@ -176,9 +176,11 @@ ncclResult_t HostExecutor::run(const plexusDevKernelArgs_v1_t* args) {
   if (!dev::loadRelaxed(&comm_->abortFlag) && mask) {
     // The lowest channel runs on this thread, the others on their workers.
     const int self = __builtin_ctzll(mask);
+    // Relaxed: a worker reads them after taking its mutex, which this thread releases after writing them (and a
+    // launch on one channel has no worker to tell); a seq_cst store is a locked exchange on x86.
     cur_ = args;
-    channelError_ = ncclSuccess;
-    pending_ = dev::popcount64(mask) - 1;
+    channelError_.store(ncclSuccess, std::memory_order_relaxed);
+    pending_.store(dev::popcount64(mask) - 1, std::memory_order_relaxed);
     for (int c = self + 1; c < comm_->channels.count; c++) {
       if (!(mask >> c & 1)) continue;
       Worker& wk = *workers_[c];
