@@ -21,8 +21,11 @@ static uint64_t nowNs() {
 
 HostStream::HostStream()
     : slots_(new Slot[kSlots]),
+      arena_(new char[kSlots * kSlotBytes]),
       launchDelay_(std::chrono::microseconds(std::max<int64_t>(1, envInt("LAUNCH_DELAY_US", 20)))),
-      worker_([this] { workerLoop(); }) {}
+      worker_([this] { workerLoop(); }) {
+  memset(arena_.get(), 0, kSlots * kSlotBytes);  // its pages in now, not under the first launches
+}
 
 HostStream::~HostStream() {
   synchronize();
@@ -73,9 +76,14 @@ void HostStream::enqueue(DataFn fn, void* ctx, const void* head, size_t headByte
   Slot& slot = slots_[ticket % kSlots];
   slot.fn = fn;
   slot.ctx = ctx;
-  slot.bytes.resize(headBytes + bodyBytes);
-  if (headBytes) memcpy(slot.bytes.data(), head, headBytes);
-  if (bodyBytes) memcpy(slot.bytes.data() + headBytes, body, bodyBytes);
+  char* data = arena_.get() + (ticket % kSlots) * kSlotBytes;
+  if (headBytes + bodyBytes > kSlotBytes) {
+    slot.big.resize(headBytes + bodyBytes);
+    data = slot.big.data();
+  }
+  if (headBytes) memcpy(data, head, headBytes);
+  if (bodyBytes) memcpy(data + headBytes, body, bodyBytes);
+  slot.data = data;
   publish(ticket);
 }
 
@@ -88,7 +96,7 @@ bool HostStream::tryRun(bool isWorker) {
     Slot& slot = slots_[h % kSlots];
     ncclResult_t r;
     if (slot.fn) {
-      r = slot.fn(slot.ctx, slot.bytes.data());  // the slot is not reused before head_ passes it
+      r = slot.fn(slot.ctx, slot.data);  // the slot is not reused before head_ passes it
     } else {
       Op op = std::move(slot.op);
       slot.op = nullptr;

@@ -55,12 +55,18 @@ class HostStream {
   // head_. The launch path takes no lock; locks only guard the sleeps of the worker and of threads
   // waiting for another thread's operations.
   static constexpr uint64_t kSlots = 1024;
+  // Each slot's bytes sit in one arena, allocated and written when the stream is made: the first pass through the
+  // ring then neither allocates nor faults pages in, which made its operations 2-4 times slower (2 ranks, 8 B
+  // Broadcast: the first 1024 at 0.8-1.2 us each, then 0.28 us). 512 bytes hold a launch of up to 6 works; a
+  // larger one grows the slot's own vector.
+  static constexpr size_t kSlotBytes = 512;
   struct Slot {
     std::atomic<uint64_t> seq{0};
     Op op;
     DataFn fn = nullptr;  // instead of op
     void* ctx = nullptr;
-    std::vector<char> bytes;
+    const char* data = nullptr;  // fn's bytes: the slot's part of the arena, or big
+    std::vector<char> big;
   };
   uint64_t claim();  // takes a ticket and waits for its slot to be free (several threads may enqueue)
   void publish(uint64_t ticket);
@@ -74,6 +80,7 @@ class HostStream {
   void wakeWorker();
 
   std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<char[]> arena_;  // kSlots * kSlotBytes
   alignas(64) std::atomic<uint64_t> tail_{0};  // tickets handed out
   alignas(64) std::atomic<uint64_t> head_{0};  // operations completed
   std::atomic<bool> running_{false};           // a thread is running operations
