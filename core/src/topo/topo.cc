@@ -155,9 +155,9 @@ plexusAlgoProtocols_v2_t algoProtocols(const Topology& t, const plexusAlgoTopo_v
   // NCCL_PROTO=LL, LL128 and Simple). LL: a reader takes the lines one cache line at a time from the core that
   // wrote them, each a coherence round trip, so past a line or two it falls far behind Simple's copies: ahead
   // below about 64 bytes per link, behind from 128 on (AllReduce of 128 B 0.84 against 0.70-0.75 us, AllGather of
-  // 512 B 1.03-1.09 against 0.73-0.77 us, runs alternated); a twelfth of Simple's bandwidth puts the crossing there. LL128 takes as long as Simple for
-  // 8 bytes and longer for more: its hop is Simple's. Where cores are shared a hop is a context switch, which
-  // neither changes: the defaults stand.
+  // 512 B 1.03-1.09 against 0.73-0.77 us, runs alternated); a twelfth of Simple's bandwidth puts the crossing
+  // there. LL128 takes as long as Simple for 8 bytes and longer for more: its hop is Simple's. Where cores are
+  // shared a hop is a context switch, which neither changes: the defaults stand.
   p.bw[PLEXUS_PROTO_LL] = 1.0f / 12.0f;
   p.hop[PLEXUS_PROTO_LL128] = 1.0f;
   return p;

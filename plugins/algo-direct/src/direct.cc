@@ -52,8 +52,7 @@ ncclResult_t directSetProtocols(void* ctx, const plexusAlgoProtocols_v2_t* proto
 //   AllReduce, Broadcast, Reduce  (n-1) * nBytes   (every rank, or root, talks to every other)
 //   AllGather, ReduceScatter      (n-1)/n * nBytes (as a ring, in one hop)
 // at 70% of a ring's link bandwidth: every rank copies and reduces whole buffers, not parts (an AllReduce of two
-// ranks excepted, below). LL and
-// LL128 by the core's figures (setProtocols).
+// ranks excepted, below). LL and LL128 by the core's figures (setProtocols).
 ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
   auto* c = (Context*)ctx;
   const plexusAlgoTopo_v2_t& t = c->topo;

@@ -133,6 +133,18 @@ PLEXUS_HD void warpSync() {
 #endif
 }
 
+#if !defined(__CUDA_ARCH__)
+/* Host: fetches a cache line for writing (x86: prefetchw, which every x86-64 CPU of the last decade has and older
+ * ones run as a no-op). */
+inline void prefetchForWrite(volatile const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" ::"m"(*(const char*)const_cast<const void*>(p)));
+#else
+  __builtin_prefetch(const_cast<const void*>(p), 1, 3);
+#endif
+}
+#endif
+
 /* Called on each unsuccessful poll. On the host: spin for `spin` polls (long when every rank of the
  * node has a core of its own, short when they share), then yield the core, then sleep in growing
  * steps so that an idle wait costs almost nothing. */

@@ -169,18 +169,6 @@ PLEXUS_HD bool waitLine(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* c
   });
 }
 
-#if !defined(__CUDA_ARCH__)
-/* Fetches a cache line for writing (x86: prefetchw, which every x86-64 CPU of the last decade has and older ones
- * run as a no-op). */
-inline void prefetchForWrite(volatile const void* p) {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetchw %0" ::"m"(*(const char*)const_cast<const void*>(p)));
-#else
-  __builtin_prefetch(const_cast<const void*>(p), 1, 3);
-#endif
-}
-#endif
-
 struct LLProtocol {
   /* Elements per step (a slot of PLEXUS_LL_SLOT_LINES lines): what step loops may take as their chunk. */
   template <typename T>
