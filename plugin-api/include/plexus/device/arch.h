@@ -143,6 +143,8 @@ inline void prefetchForWrite(volatile const void* p) {
   __builtin_prefetch(const_cast<const void*>(p), 1, 3);
 #endif
 }
+/* Host: fetches a cache line for reading. */
+inline void prefetchForRead(volatile const void* p) { __builtin_prefetch(const_cast<const void*>(p), 0, 3); }
 #endif
 
 /* Called on each unsuccessful poll. On the host: spin for `spin` polls (long when every rank of the

@@ -267,13 +267,24 @@ struct LLProtocol {
       /* Wait on the last line first: polling lines the sender is still writing would bounce each
        * cache line between the two cores. The sender writes in order, so the earlier lines are there
        * too; each line's flags are still checked. */
-      if (!waitLine(s.comm, s.ch, l + nlines - 1, flag, s.p.recvPeer[i], &w0, &w1)) return false;
+      loadLLLine(l + nlines - 1, &w0, &w1);
+      const bool early = (uint32_t)(w0 >> 32) == flag && (uint32_t)(w1 >> 32) == flag;
+      if (!early && !waitLine(s.comm, s.ch, l + nlines - 1, flag, s.p.recvPeer[i], &w0, &w1)) return false;
       for (size_t j = 0; j < nlines; j++) {
         loadLLLine(l + j, &w0, &w1);
         if (((uint32_t)(w0 >> 32) != flag || (uint32_t)(w1 >> 32) != flag) &&
             !waitLine(s.comm, s.ch, l + j, flag, s.p.recvPeer[i], &w0, &w1))
           return false;
         recvTmp[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
+      }
+      /* A sender that is ahead (this step's lines were here before this rank looked) has likely written the next
+       * step's lines too: fetch them while this operation and the next one's launch run, not when the next one
+       * polls them. Only where this rank receives and does not send: where it also sends, ranks move in step, and
+       * a copy read early only costs the sender a second transfer. With the root's prefetch below, 2 ranks: 8 B
+       * Broadcast and Reduce 0.30 -> 0.24 us. */
+      if (early && !ns) {
+        volatile plexusLLFifoLine_v1_t* next = lines(s.p.recv[i], s.p.recvStep[i] + 1);
+        for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) prefetchForRead(&next[j]);
       }
       if (i == selfPos) srcs[nsrc++] = out;
       srcs[nsrc++] = (const T*)recvTmp[i];
@@ -292,6 +303,14 @@ struct LLProtocol {
       for (size_t j = 0; j < nlines; j++) {
         storeRelaxed(&l[j].v[0], flag | (sendTmp[j] & 0xffffffffull));
         storeRelaxed(&l[j].v[1], flag | (sendTmp[j] >> 32));
+      }
+      /* A rank that only sends here (a root) waits for nobody and runs ahead of its receivers: ask now for the next
+       * step's cache lines (as many as this step used), so that the next operation's stores find them here instead
+       * of waiting for them at the first locked instruction after them (the stream's, the event's). Where this
+       * rank also receives, ranks move in step and the receiver may be polling those lines already. */
+      if (!nr) {
+        volatile plexusLLFifoLine_v1_t* next = lines(s.p.send[i], s.p.sendStep[i] + 1);
+        for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) prefetchForWrite(&next[j]);
       }
     }
     return true;
