@@ -87,6 +87,7 @@ PLEXUS_HD void runReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* 
     }
   } else {
     Prims<T, F> prims(comm, ch, tid, nthreads, w->proto, nullptr, 0, &root, 1, w->sendbuff, nullptr, workRedOpArg<T>(w));
+    prims.setLeads(true);
     for (size_t base = 0; base < n && prims.ok(); base += chunk) prims.send(off + base, minSize(chunk, n - base));
   }
 }
@@ -135,6 +136,7 @@ PLEXUS_HD void runBroadcast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
     const Peers peers = otherRanks(comm);
     const bool inPlace = w->sendbuff == w->recvbuff;
     Prims<T, FuncSum<T>> prims(comm, ch, tid, nthreads, w->proto, nullptr, 0, peers.ranks, peers.n, w->sendbuff, w->recvbuff, 0);
+    prims.setLeads(true);
     for (size_t base = 0; base < n && prims.ok(); base += chunk) {
       const size_t o = off + base, m = minSize(chunk, n - base);
       if (inPlace) prims.send(o, m);

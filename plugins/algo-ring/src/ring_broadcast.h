@@ -30,6 +30,7 @@ PLEXUS_HD void runBroadcast(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
   const int dist = (ch->ring.index - rootIx + nranks) % nranks;
   const bool inPlace = w->sendbuff == w->recvbuff;
   RingPrims<T, F> prims(comm, ch, tid, nthreads, w->proto, w->sendbuff, w->recvbuff, 0);
+  prims.setLeads(dist == 0);
   const size_t chunk = workChunk(w, chCount);
   for (size_t base = 0; base < chCount && prims.ok(); base += chunk) {
     const size_t off = chOff + base, n = minSize(chunk, chCount - base);

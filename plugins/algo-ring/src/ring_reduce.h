@@ -27,6 +27,7 @@ PLEXUS_HD void runReduce(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* 
   const int rootIx = ringIndexOf(ch, nranks, w->root);
   const int dist = (ch->ring.index - rootIx + nranks) % nranks;
   RingPrims<T, F> prims(comm, ch, tid, nthreads, w->proto, w->sendbuff, w->recvbuff, workRedOpArg<T>(w));
+  prims.setLeads(dist == 1);
   const size_t chunk = workChunk(w, chCount);
   for (size_t base = 0; base < chCount && prims.ok(); base += chunk) {
     const size_t off = chOff + base, n = minSize(chunk, chCount - base);

@@ -178,13 +178,14 @@ struct PrimState {
   F func;
   size_t minStep; /* the smallest Simple step (bytes) of the connectors; SIZE_MAX without peers */
   bool stopped;   /* the threads agreed that the channel stopped (abort, timeout) */
+  bool leads;     /* setLeads: this rank only sends in this operation */
   PeerConns p;
 
   PLEXUS_HD PrimState(const plexusDevComm_v1_t* comm_, plexusDevChannel_v1_t* ch_, int tid_, int nthreads_,
                       const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input_,
                       void* output_, uint64_t redOpArg)
       : comm(comm_), ch(ch_), tid(tid_), nthreads(nthreads_), input((const T*)input_), output((T*)output_),
-        func(redOpArg), minStep((size_t)-1), stopped(loadRelaxed(&ch_->status) != PLEXUS_CHANNEL_OK) {
+        func(redOpArg), minStep((size_t)-1), stopped(loadRelaxed(&ch_->status) != PLEXUS_CHANNEL_OK), leads(false) {
     p.load(ch_, recvPeers, nrecv, sendPeers, nsend);
     for (int i = 0; i < nrecv; i++)
       if ((size_t)p.recv[i]->stepSize < minStep) minStep = (size_t)p.recv[i]->stepSize;
@@ -297,6 +298,9 @@ class OneProtocolPrims : public PrimitiveOps<OneProtocolPrims<T, F, Protocol>> {
   OneProtocolPrims& operator=(const OneProtocolPrims&) = delete;
 
   PLEXUS_HD bool ok() const { return s_.ok(); }
+  /* This rank only sends in this operation and waits for no peer (a Broadcast's root, the first rank of a
+   * Reduce's chain): it runs ahead of its receivers, and the host's LL fetches its next slots early. */
+  PLEXUS_HD void setLeads(bool leads) { s_.leads = leads; }
   PLEXUS_HD void run(unsigned flags, size_t inOff, size_t outOff, size_t n, bool postOp, int selfPos) {
     Protocol::template run<T, F>(s_, flags, inOff, outOff, n, postOp, selfPos);
   }

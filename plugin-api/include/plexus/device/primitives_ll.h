@@ -304,11 +304,12 @@ struct LLProtocol {
         storeRelaxed(&l[j].v[0], flag | (sendTmp[j] & 0xffffffffull));
         storeRelaxed(&l[j].v[1], flag | (sendTmp[j] >> 32));
       }
-      /* A rank that only sends here (a root) waits for nobody and runs ahead of its receivers: ask now for the next
+      /* A rank that leads (setLeads: a root) waits for nobody and runs ahead of its receivers: ask now for the next
        * step's cache lines (as many as this step used), so that the next operation's stores find them here instead
-       * of waiting for them at the first locked instruction after them (the stream's, the event's). Where this
-       * rank also receives, ranks move in step and the receiver may be polling those lines already. */
-      if (!nr) {
+       * of waiting for them at the first locked instruction after them (the stream's, the event's). Not where ranks
+       * move in step (a direct AllReduce sends, then receives): the receiver may be polling those lines already,
+       * and fetching them early cost 10% at 64 B. */
+      if (s.leads) {
         volatile plexusLLFifoLine_v1_t* next = lines(s.p.send[i], s.p.sendStep[i] + 1);
         for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) prefetchForWrite(&next[j]);
       }
