@@ -107,6 +107,7 @@ struct ncclComm {
   std::vector<plexus::Task> tasks;
   std::vector<plexus::Task> plannedTasks;  // the planner's copy of the group being launched
   std::vector<plexusDevWork_v1_t> plannedWorks;  // the works of the launch being planned
+  std::vector<plexus::Decision> plannedDecisions;  // the decisions of the group's kept collectives
   std::vector<plexus::ConnectRequest> plannedConnects;  // the point-to-point connectors the group uses
   bool inGroup = false;
 

@@ -223,12 +223,8 @@ ncclResult_t decide(ncclComm* comm, const Task& task, Decision* d) {
 // A collective the tuner gave to algo-p2p (an AllGather, or a Broadcast between two ranks, large enough to go
 // zero-copy within one node: its cost model) runs as that rank's sends and receives. Every rank decides alike from
 // the same inputs (plannerInit checks that they are the same on every rank).
-bool lowersToP2p(ncclComm* comm, const Task& t, const char** why) {
-  if ((t.func != ncclFuncAllGather && t.func != ncclFuncBroadcast) || comm->p2pAlgo < 0) return false;
-  Decision d;
-  if (decide(comm, t, &d) != ncclSuccess || d.algo != comm->p2pAlgo) return false;
-  *why = d.reason;
-  return true;
+bool lowersToP2p(ncclComm* comm, const Task& t, const Decision& d) {
+  return (t.func == ncclFuncAllGather || t.func == ncclFuncBroadcast) && comm->p2pAlgo >= 0 && d.algo == comm->p2pAlgo;
 }
 
 // Appends the sends and receives that do t (lowersToP2p), this rank's own part as a send to itself.
@@ -351,15 +347,21 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
   // Lowered collectives go after the kept ones and before the application's sends and receives (whose
   // number may differ between ranks), so that their units sit at the same places on every rank.
   const size_t nColl = std::partition_point(tasks.begin(), tasks.end(), isColl) - tasks.begin();
+  // Each kept collective's decision, made once: decisions[k] for tasks[k].
+  std::vector<Decision>& decisions = comm->plannedDecisions;
+  decisions.resize(nColl);
   std::vector<Task> lowered;
   uint32_t unit = 0;
   size_t kept = 0;
   for (size_t k = 0; k < nColl; k++) {
-    const char* why = nullptr;
-    if (lowersToP2p(comm, tasks[k], &why))
-      lowerToP2p(comm, tasks[k], ++unit, why, &lowered);
-    else if (kept++ != k)
-      tasks[kept - 1] = tasks[k];  // behind a lowered one only: the usual launch keeps every task where it is
+    Decision d;
+    NCCLCHECK(decide(comm, tasks[k], &d));
+    if (lowersToP2p(comm, tasks[k], d)) {
+      lowerToP2p(comm, tasks[k], ++unit, d.reason, &lowered);
+      continue;
+    }
+    decisions[kept] = d;
+    if (kept++ != k) tasks[kept - 1] = tasks[k];  // behind a lowered one only: the usual launch keeps every task where it is
   }
   if (unit) {
     tasks.erase(tasks.begin() + kept, tasks.begin() + nColl);
@@ -393,16 +395,14 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     works.assign(j - i, plexusDevWork_v1_t{});
     for (size_t k = 0; k < j - i; k++) {
       const Task& t = tasks[i + k];
-      Decision d;
-      if (isP2p(t.func))
-        d = Decision{comm->p2pAlgo,
-                     PLEXUS_PROTO_SIMPLE,
-                     1,
-                     comm->buffSize / PLEXUS_STEPS,
-                     0,
-                     t.unit && t.loweredBy ? t.loweredBy : "p2p"};
-      else
-        NCCLCHECK(decide(comm, t, &d));
+      // Kept collectives come first (decided above), then the lowered ones' and the application's sends and receives.
+      const Decision d = i + k < kept ? decisions[i + k]
+                                      : Decision{comm->p2pAlgo,
+                                                 PLEXUS_PROTO_SIMPLE,
+                                                 1,
+                                                 comm->buffSize / PLEXUS_STEPS,
+                                                 0,
+                                                 t.unit && t.loweredBy ? t.loweredBy : "p2p"};
       plexusDevWork_v1_t& w = works[k];
       w.func = (uint8_t)t.func;
       w.datatype = (uint8_t)t.datatype;
