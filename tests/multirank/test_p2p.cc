@@ -2,7 +2,13 @@
 // (AlltoAll, Gather, Scatter). Every element checked.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "harness.h"
@@ -153,4 +159,57 @@ TEST_CASE("p2p: bad arguments") {
           bad += plexusStreamSynchronize(stream) != ncclInvalidUsage;
           return bad;
         }) == 0);
+}
+
+namespace {
+
+// Rank 2 dies after init; rank 0's first send to it connects on demand (with the ring alone, no collective connected
+// 0 -> 2 of 3 ranks) and must fail with a message naming rank 2, logged once: the failure passes through commFail, which used to log it again.
+harness::Scenario processConnectDead("p2p-connect-dead-peer", [](int rank, int nranks, ncclComm_t comm,
+                                                                 cudaStream_t stream) -> long {
+  long bad = 0;
+  CHECK_NCCL(plexusCommSetTimeout(comm, 5.0));
+  int32_t x = rank;
+  CHECK_NCCL(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  if (!harness::processBarrier(rank, nranks, "initialized")) bad++;
+  if (rank != 0) _exit(bad ? 1 : 0);  // no destroy: rank 2's sockets close with the process
+  ncclResult_t r = ncclSend(&x, 1, ncclInt32, 2, comm, stream);
+  if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+  const std::string why = ncclGetLastError(comm);
+  fprintf(stderr, "rank 0: a send to a dead rank: %s: %s\n", ncclGetErrorString(r), why.c_str());
+  bad += r == ncclSuccess;
+  bad += why.find("rank 2") == std::string::npos;
+  // This process's log: NCCL_DEBUG_FILE with %p expanded.
+  std::string file = getenv("NCCL_DEBUG_FILE");
+  file.replace(file.find("%p"), 2, std::to_string(getpid()));
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string log = ss.str();
+  int seen = 0;
+  for (size_t p = log.find(why); !why.empty() && p != std::string::npos; p = log.find(why, p + 1)) seen++;
+  if (seen != 1 || log.find("on demand") == std::string::npos) {
+    fprintf(stderr, "rank 0: the message is logged %d times (want 1); the log:\n%s\n", seen, log.c_str());
+    bad++;
+  }
+  ncclCommAbort(comm);
+  _exit(bad ? 1 : 0);  // the harness's destroy would find the communicator aborted
+});
+
+}  // namespace
+
+TEST_CASE("p2p: a connection made on demand to a rank that died fails the send, with the reason logged once") {
+  char dir[] = "/tmp/plexus-p2p-dead-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "P2P", 1);
+  setenv("NCCL_DEBUG_FILE", (std::string(dir) + "/log.%p").c_str(), 1);
+  setenv("PLEXUS_ALGORITHMS", "ring", 1);
+  CHECK(harness::runProcesses("p2p-connect-dead-peer", 3, 60) == 0);
+  unsetenv("PLEXUS_ALGORITHMS");
+  unsetenv("NCCL_DEBUG");
+  unsetenv("NCCL_DEBUG_SUBSYS");
+  unsetenv("NCCL_DEBUG_FILE");
+  std::filesystem::remove_all(dir);
 }

@@ -23,6 +23,8 @@ ncclResult_t setError(ncclComm* comm, ncclResult_t result, const char* fmt, ...)
   return result;
 }
 
+bool isThreadLastError(const char* msg) { return threadLastError == msg; }
+
 const char* lastError(ncclComm* comm) {
   if (comm && commIsLive(comm)) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);

@@ -511,7 +511,8 @@ void commFail(ncclComm* comm, ncclResult_t result, bool notify, int lost, const 
     INFO(NCCL_RAS, "%s (the communicator had failed already)", msg);
     return;
   }
-  setError(comm, result, "%s", msg);
+  // A failure this thread has just reported (a connection made on demand that failed) is not logged twice.
+  if (!isThreadLastError(msg)) setError(comm, result, "%s", msg);
   commSetAbort(comm, 1);
   if (notify) notifyPeers(comm, lost, msg);
 }

@@ -17,6 +17,9 @@ namespace plexus {
 // `return setError(comm, ncclInvalidArgument, "...")`.
 ncclResult_t setError(ncclComm* comm, ncclResult_t result, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 const char* lastError(ncclComm* comm);
+// Whether msg is the last error setError reported on this thread: a caller that passes a failure on (commFail) then
+// does not log it a second time.
+bool isThreadLastError(const char* msg);
 
 }  // namespace plexus
 
