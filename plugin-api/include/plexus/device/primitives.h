@@ -298,9 +298,7 @@ class OneProtocolPrims : public PrimitiveOps<OneProtocolPrims<T, F, Protocol>> {
   OneProtocolPrims& operator=(const OneProtocolPrims&) = delete;
 
   PLEXUS_HD bool ok() const { return s_.ok(); }
-  /* This rank only sends in this operation and waits for no peer (a Broadcast's root, the first rank of a
-   * Reduce's chain): it runs ahead of its receivers, and the host's LL fetches its next slots early. */
-  PLEXUS_HD void setLeads(bool leads) { s_.leads = leads; }
+  PLEXUS_HD void setLeads(bool leads) { s_.leads = leads; } /* as ProtocolPrims::setLeads */
   PLEXUS_HD void run(unsigned flags, size_t inOff, size_t outOff, size_t n, bool postOp, int selfPos) {
     Protocol::template run<T, F>(s_, flags, inOff, outOff, n, postOp, selfPos);
   }

@@ -160,12 +160,17 @@ PLEXUS_HD void storeLLLine(volatile plexusLLFifoLine_v1_t* l, uint64_t data, uin
 #endif
 }
 
+/* Whether both words of a line, as loaded, carry flag. */
+PLEXUS_HD bool lineCarries(uint64_t w0, uint64_t w1, uint32_t flag) {
+  return (uint32_t)(w0 >> 32) == flag && (uint32_t)(w1 >> 32) == flag;
+}
+
 /* Waits until both words of a line carry flag; false on abort or timeout (the channel says which). */
 PLEXUS_HD bool waitLine(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, volatile plexusLLFifoLine_v1_t* line,
                         uint32_t flag, int peer, uint64_t* w0, uint64_t* w1) {
   return waitUntil(comm, ch, peer, 0, [&]() {
     loadLLLine(line, w0, w1);
-    return (uint32_t)(*w0 >> 32) == flag && (uint32_t)(*w1 >> 32) == flag;
+    return lineCarries(*w0, *w1, flag);
   });
 }
 
@@ -246,6 +251,14 @@ struct LLProtocol {
   }
 
 #if !defined(__CUDA_ARCH__)
+  /* Fetches the cache lines that hold nlines LL lines from l, for writing or for reading. */
+  static void prefetchLines(volatile plexusLLFifoLine_v1_t* l, size_t nlines, bool forWrite) {
+    for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) {
+      if (forWrite) prefetchForWrite(&l[j]);
+      else prefetchForRead(&l[j]);
+    }
+  }
+
   /* The host's one thread stages the slice: it unpacks each recv peer's lines into a contiguous array,
    * runs Simple's reduceCopy over the arrays, the input and the output (vectorized, one call per slice),
    * and packs the result into each send peer's lines. Faster on a CPU than line by line in registers,
@@ -268,12 +281,11 @@ struct LLProtocol {
        * cache line between the two cores. The sender writes in order, so the earlier lines are there
        * too; each line's flags are still checked. */
       loadLLLine(l + nlines - 1, &w0, &w1);
-      const bool early = (uint32_t)(w0 >> 32) == flag && (uint32_t)(w1 >> 32) == flag;
+      const bool early = lineCarries(w0, w1, flag);
       if (!early && !waitLine(s.comm, s.ch, l + nlines - 1, flag, s.p.recvPeer[i], &w0, &w1)) return false;
       for (size_t j = 0; j < nlines; j++) {
         loadLLLine(l + j, &w0, &w1);
-        if (((uint32_t)(w0 >> 32) != flag || (uint32_t)(w1 >> 32) != flag) &&
-            !waitLine(s.comm, s.ch, l + j, flag, s.p.recvPeer[i], &w0, &w1))
+        if (!lineCarries(w0, w1, flag) && !waitLine(s.comm, s.ch, l + j, flag, s.p.recvPeer[i], &w0, &w1))
           return false;
         recvTmp[i][j] = (w0 & 0xffffffffull) | (w1 << 32);
       }
@@ -282,10 +294,7 @@ struct LLProtocol {
        * polls them. Only where this rank receives and does not send: where it also sends, ranks move in step, and
        * a copy read early only costs the sender a second transfer. With the root's prefetch below, 2 ranks: 8 B
        * Broadcast and Reduce 0.30 -> 0.24 us. */
-      if (early && !ns) {
-        volatile plexusLLFifoLine_v1_t* next = lines(s.p.recv[i], s.p.recvStep[i] + 1);
-        for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) prefetchForRead(&next[j]);
-      }
+      if (early && !ns) prefetchLines(lines(s.p.recv[i], s.p.recvStep[i] + 1), nlines, false);
       if (i == selfPos) srcs[nsrc++] = out;
       srcs[nsrc++] = (const T*)recvTmp[i];
     }
@@ -298,7 +307,7 @@ struct LLProtocol {
       const uint64_t flag = (uint64_t)st.sendFlag[i] << 32;
       /* The reader's core holds these cache lines from the slot's last use: ask for all of them at once, or
        * each store waits for its own line in turn (2 ranks, AllReduce of 1 KiB over LL: 1.6 -> 1.1 us). */
-      for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) prefetchForWrite(&l[j]);
+      prefetchLines(l, nlines, true);
       /* Each 8-byte word is one store: its flag is never seen without its data. */
       for (size_t j = 0; j < nlines; j++) {
         storeRelaxed(&l[j].v[0], flag | (sendTmp[j] & 0xffffffffull));
@@ -309,10 +318,7 @@ struct LLProtocol {
        * of waiting for them at the first locked instruction after them (the stream's, the event's). Not where ranks
        * move in step (a direct AllReduce sends, then receives): the receiver may be polling those lines already,
        * and fetching them early cost 10% at 64 B. */
-      if (s.leads) {
-        volatile plexusLLFifoLine_v1_t* next = lines(s.p.send[i], s.p.sendStep[i] + 1);
-        for (size_t j = 0; j < nlines; j += 64 / sizeof(plexusLLFifoLine_v1_t)) prefetchForWrite(&next[j]);
-      }
+      if (s.leads) prefetchLines(lines(s.p.send[i], s.p.sendStep[i] + 1), nlines, true);
     }
     return true;
   }
