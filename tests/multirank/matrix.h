@@ -154,8 +154,9 @@ inline size_t chunkBytes(Coll c, const Setup& s) {
   if (s.proto == PLEXUS_PROTO_LL128) return std::min<size_t>(PLEXUS_LL128_SLOT_LINES, step / 128) * 120;
   return step * 2;
 }
-// Chunks a connector holds before its slots wrap around.
+// Chunks a connector holds before its slots wrap around (LL: the host's LL slots, PLEXUS_LL_HOST_SLOTS).
 inline size_t chunksPerConnector(Coll c, const Setup& s) {
+  if (!isP2p(c) && s.proto == PLEXUS_PROTO_LL) return PLEXUS_LL_HOST_SLOTS;
   return isP2p(c) || s.proto != PLEXUS_PROTO_SIMPLE ? PLEXUS_STEPS : PLEXUS_STEPS / 2;
 }
 // Count at which a new pipeline step begins: the chunk in elements, or for AllReduce on the ring

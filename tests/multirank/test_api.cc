@@ -189,3 +189,30 @@ TEST_CASE("a root that cannot be reached fails init with ncclSystemError naming 
   CHECK_MESSAGE(lastError().find("127.0.0.1:1") != std::string::npos, lastError());
   CHECK(secs < 10.0);
 }
+
+TEST_CASE("a transport that reports more LL slots than its buffer holds is refused at init, naming it") {
+  // bad-transport (tests/plugins) with one defect: its connectors report twice the LL slots the core asked for.
+  const std::string plugin =
+      std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/bad-transports/libplexus-bad-transport-ll_slots.so";
+  setenv("PLEXUS_TRANSPORT_PLUGIN", plugin.c_str(), 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclResult_t result[2];
+  std::string why[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; r++)
+    ranks.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      result[r] = ncclCommInitRank(&comm, 2, id, r);
+      why[r] = ncclGetLastError(nullptr);
+      if (result[r] == ncclSuccess) ncclCommDestroy(comm);
+    });
+  for (auto& t : ranks) t.join();
+  unsetenv("PLEXUS_TRANSPORT_PLUGIN");
+  for (int r = 0; r < 2; r++) {
+    CAPTURE(r);
+    CHECK(result[r] == ncclInternalError);
+    CHECK_MESSAGE(why[r].find("transport bad-transport reported 128 LL slots") != std::string::npos, why[r]);
+    CHECK_MESSAGE(why[r].find("power of two from 8 to the 64 slots") != std::string::npos, why[r]);
+  }
+}

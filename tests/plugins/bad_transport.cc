@@ -1,7 +1,8 @@
 // A transport plugin with one defect, for plexus-plugin-check's transport rules to catch (BAD_wrong_data: the
 // receiver reads slots the sender never writes; BAD_no_credit: the sender's head is never raised, so a sender that
 // filled every slot waits for ever; BAD_zero_copy_overrun: its zero-copy write lands one byte past the message;
-// BAD_lines_apart: the receiver's LL and LL128 buffers are not the ones the sender writes).
+// BAD_lines_apart: the receiver's LL and LL128 buffers are not the ones the sender writes; BAD_ll_slots: it reports
+// twice the LL slots its buffer holds).
 // Otherwise plain memory between ranks of one process.
 #include <plexus/transport_v1.h>
 
@@ -15,6 +16,7 @@ struct Shared {
   volatile uint64_t tail = 0, head = 0, wanted = 0, frozenHead = 0;
   plexusConnFifo_v1_t fifo[PLEXUS_STEPS];
   int stepSize = 0;
+  int llBytes = 0;
   char* slots = nullptr;
   char* elsewhere = nullptr;  // BAD_wrong_data: what the receiver reads
   char* lines[2] = {};        // LL, LL128
@@ -33,6 +35,7 @@ ncclResult_t canConnect(void*, const plexusPeerInfo_v1_t* a, const plexusPeerInf
 ncclResult_t recvSetup(void*, const plexusTransportSetup_v1_t* s, plexusConnectInfo_v1_t* info, void** res) {
   auto* sh = new Shared();
   sh->stepSize = s->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
+  sh->llBytes = s->buffSizes[PLEXUS_PROTO_LL];
   sh->slots = new char[(size_t)sh->stepSize * PLEXUS_STEPS]();
   sh->elsewhere = new char[(size_t)sh->stepSize * PLEXUS_STEPS]();
   for (int p : {PLEXUS_PROTO_LL, PLEXUS_PROTO_LL128}) {
@@ -61,6 +64,9 @@ void fill(Shared* sh, plexusConnInfo_v1_t* c, bool send) {
 #endif
   c->connFifo = sh->fifo;
   c->stepSize = sh->stepSize;
+#ifdef BAD_ll_slots
+  c->llSlots = 2 * (sh->llBytes / PLEXUS_LL_SLOT_BYTES);
+#endif
 }
 void release(Shared* sh) {
   if (--sh->refs) return;

@@ -19,11 +19,12 @@ using namespace plexus::dev;
 namespace {
 
 // Rank 0 sends to rank 1 over one connection. With inSlots the LL and LL128 lines travel in the Simple
-// slots, as over a proxy-driven connection (net), with connFifo recording each step's bytes.
+// slots, as over a proxy-driven connection (net), with connFifo recording each step's bytes. llSlots: the LL
+// buffer's slots as a transport reports them (0: it does not, PLEXUS_STEPS).
 struct Link {
   int stepSize;
   std::vector<char> simple;
-  std::vector<plexusLLFifoLine_v1_t> ll = std::vector<plexusLLFifoLine_v1_t>(PLEXUS_STEPS * PLEXUS_LL_SLOT_LINES);
+  std::vector<plexusLLFifoLine_v1_t> ll;
   std::vector<uint64_t> ll128 = std::vector<uint64_t>(PLEXUS_LL128_BUFF_BYTES / 8);
   plexusConnFifo_v1_t fifo[PLEXUS_STEPS];
   alignas(64) uint64_t head = 0, tail = 0;
@@ -32,7 +33,9 @@ struct Link {
   plexusDevChannel_v1_t ch[2]{};
   plexusDevComm_v1_t comm[2]{};
 
-  explicit Link(int step = 4096, bool inSlots = false) : stepSize(step), simple((size_t)PLEXUS_STEPS * step) {
+  explicit Link(int step = 4096, bool inSlots = false, int llSlots = 0)
+      : stepSize(step), simple((size_t)PLEXUS_STEPS * step),
+        ll((size_t)(llSlots ? llSlots : PLEXUS_STEPS) * PLEXUS_LL_SLOT_LINES) {
     for (auto& f : fifo) f = plexusConnFifo_v1_t{PLEXUS_MODE_NORMAL, 0, PLEXUS_CONNFIFO_FREE, nullptr};
     for (int r = 0; r < 2; r++) {
       plexusConnInfo_v1_t& c = r == 0 ? peers[0][1].send.conn : peers[1][0].recv.conn;
@@ -45,6 +48,7 @@ struct Link {
         c.connFifo = fifo;
       }
       c.stepSize = step;
+      c.llSlots = llSlots;
       c.head = &head;
       c.tail = &tail;
       ch[r].peers = peers[r];
@@ -58,8 +62,8 @@ struct Link {
 };
 
 template <template <typename, typename> class Prims>
-void sendRecv(size_t n, bool reduce, int stepSize = 4096) {
-  Link link(stepSize);
+void sendRecv(size_t n, bool reduce, int stepSize = 4096, int llSlots = 0) {
+  Link link(stepSize, false, llSlots);
   std::vector<float> src(n), mine(n), out(n, -1.0f);
   for (size_t i = 0; i < n; i++) src[i] = (float)i, mine[i] = 0.5f;
   std::thread sender([&] {
@@ -92,10 +96,12 @@ TEST_CASE("primitives: Simple send/recv and recvReduceCopy over many steps") {
 }
 
 TEST_CASE("primitives: LL send/recv and recvReduceCopy over many steps") {
-  for (size_t n : {1ul, 7ul, 512ul, 513ul, 100000ul}) {
-    sendRecv<PrimitivesLL>(n, false);
-    sendRecv<PrimitivesLL>(n, true);
-  }
+  for (int llSlots : {0, 64})
+    for (size_t n : {1ul, 7ul, 512ul, 513ul, 100000ul, 300000ul}) {
+      CAPTURE(llSlots);
+      sendRecv<PrimitivesLL>(n, false, 4096, llSlots);
+      sendRecv<PrimitivesLL>(n, true, 4096, llSlots);
+    }
 }
 
 TEST_CASE("primitives: LL128 send/recv and recvReduceCopy over many steps") {
@@ -115,13 +121,13 @@ namespace {
 unsigned char pattern(size_t i) { return (unsigned char)(i * 7 + 3); }
 
 template <template <typename, typename> class Prims>
-void sendAlone(Link& link, size_t bytes) {
+bool sendAlone(Link& link, size_t bytes) {
   std::vector<unsigned char> src(bytes);
   for (size_t i = 0; i < bytes; i++) src[i] = pattern(i);
   int peer = 1;
   Prims<uint8_t, FuncSum<uint8_t>> p(&link.comm[0], &link.ch[0], 0, 1, nullptr, 0, &peer, 1, src.data(), nullptr, 0);
   p.send(0, bytes);
-  CHECK(p.ok());
+  return p.ok();
 }
 
 uint64_t word(const void* base, size_t byteOffset) {
@@ -137,7 +143,7 @@ void checkLL128Layout(int stepSize, bool inSlots) {
   const size_t perStep = linesPerStep * 120;
   const size_t bytes = 3 * perStep + 121;  // three whole steps, then a line and one byte
   Link link(stepSize, inSlots);
-  sendAlone<PrimitivesLL128>(link, bytes);
+  CHECK(sendAlone<PrimitivesLL128>(link, bytes));
   const size_t steps = (bytes + perStep - 1) / perStep;
   CHECK(link.tail == steps);
   CHECK(link.peers[0][1].send.conn.step == steps);
@@ -165,7 +171,7 @@ void checkLL128Layout(int stepSize, bool inSlots) {
 void checkLLLayout(bool inSlots) {
   const size_t perStep = 256 * 8, bytes = 2 * perStep + 13;
   Link link(4096, inSlots);
-  sendAlone<PrimitivesLL>(link, bytes);
+  CHECK(sendAlone<PrimitivesLL>(link, bytes));
   size_t wrong = 0;
   for (size_t s = 0; s < 3; s++) {
     const char* slot = inSlots ? link.simple.data() + s * 4096 : (const char*)link.ll.data() + s * 256 * 16;
@@ -199,6 +205,42 @@ TEST_CASE("primitives: LL128 lines as NCCL lays them out: 120 data bytes, then t
 TEST_CASE("primitives: LL lines as NCCL lays them out: data1, flag1, data2, flag2") {
   checkLLLayout(false);
   checkLLLayout(true);
+}
+
+TEST_CASE("primitives: an LL sender runs as many steps ahead as the transport's llSlots and no more, step s in slot "
+          "s % llSlots, while Simple keeps PLEXUS_STEPS") {
+  constexpr size_t perStep = PLEXUS_LL_SLOT_LINES * 8;
+  for (int llSlots : {0, 16, PLEXUS_LL_HOST_SLOTS}) {
+    CAPTURE(llSlots);
+    const size_t slots = llSlots ? (size_t)llSlots : PLEXUS_STEPS;
+    Link link(4096, false, llSlots);
+    link.comm[0].timeoutNs = 50 * 1000 * 1000;
+    // No receiver: the first `slots` steps need no credit, one step per call.
+    size_t done = 0;
+    for (size_t s = 0; s < slots; s++) done += sendAlone<PrimitivesLL>(link, perStep);
+    CHECK(done == slots);
+    CHECK(link.tail == slots);
+    size_t wrongFlags = 0;
+    for (size_t s = 0; s < slots; s++) {
+      uint32_t f[4];
+      memcpy(f, &link.ll[s * PLEXUS_LL_SLOT_LINES], 16);
+      wrongFlags += f[1] != s + 1 || f[3] != s + 1;
+    }
+    CHECK(wrongFlags == 0);
+    // The next step waits for credit the receiver never gives: the sender times out, waiting on its peer.
+    CHECK_FALSE(sendAlone<PrimitivesLL>(link, 8));
+    CHECK(link.ch[0].status == PLEXUS_CHANNEL_TIMEOUT);
+    CHECK(link.ch[0].waitIsSend == 1);
+    CHECK(link.ch[0].waitPeer == 1);
+    CHECK(link.tail == slots);
+  }
+  // Simple takes credit for PLEXUS_STEPS steps whatever llSlots says: after 8 steps of LL its next step waits.
+  Link link(4096, false, PLEXUS_LL_HOST_SLOTS);
+  link.comm[0].timeoutNs = 50 * 1000 * 1000;
+  CHECK(sendAlone<PrimitivesLL>(link, PLEXUS_STEPS * perStep));
+  CHECK_FALSE(sendAlone<Primitives>(link, 8));
+  CHECK(link.ch[0].status == PLEXUS_CHANNEL_TIMEOUT);
+  CHECK(link.tail == PLEXUS_STEPS);
 }
 
 TEST_CASE("primitives: a receiver reads LL128 lines another thread writes, in Simple slots (proxy-driven)") {

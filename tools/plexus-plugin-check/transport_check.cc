@@ -137,8 +137,14 @@ std::string checkConn(const Pair& p) {
     if (c->stepSize <= 0 || (long)c->stepSize * PLEXUS_STEPS > p.buffSizes[PLEXUS_PROTO_SIMPLE])
       return std::string(side) + " connector's stepSize " + std::to_string(c->stepSize) + " is not within (0, " +
              std::to_string(p.buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS) + "]";
+    const int ll = c->llSlots, most = p.buffSizes[PLEXUS_PROTO_LL] / PLEXUS_LL_SLOT_BYTES;
+    if (ll && (ll < PLEXUS_STEPS || (ll & (ll - 1)) || ll > most))
+      return std::string(side) + " connector's llSlots " + std::to_string(ll) + " is not 0 or a power of two from " +
+             std::to_string(PLEXUS_STEPS) + " to the " + std::to_string(most) + " slots of the LL buffer asked for";
   }
   if (p.sendConn.stepSize != p.recvConn.stepSize) return "the two sides' stepSize differ";
+  if (!(p.sendConn.flags & PLEXUS_CONN_LL_IN_SLOTS) && p.sendConn.llSlots != p.recvConn.llSlots)
+    return "the two sides' llSlots differ";
   if (p.t->proxyProgress && !p.recvConn.recvWanted)
     return "a proxy-driven transport's receive connector has no recvWanted (its proxy cannot know what to receive)";
   return "";
@@ -378,7 +384,7 @@ int checkTransport(const std::string& spec,
     return 0;
   }
   base.buffSizes[PLEXUS_PROTO_SIMPLE] = PLEXUS_STEPS * 64 * 1024;
-  base.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
+  base.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_HOST_SLOTS * PLEXUS_LL_SLOT_BYTES;  // as the core asks for host ranks
   base.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
   if (t->commInit) {
     for (int r = 0; r < 2; r++) {
@@ -446,6 +452,12 @@ int checkTransport(const std::string& spec,
     std::string how[2];
     Pair p = base;
     why = setupAndConnect(&p, false);
+    // Kernels would run past buffers that connectors misdescribe: not run over them.
+    const std::string bad = why.empty() ? checkConn(p) : "";
+    if (!bad.empty()) {
+      freePair(&p, false);
+      why = "not run: " + bad;
+    }
     if (why.empty()) {
       Proxy proxy(t, {p.send, p.recv});
       why = moveLines(&p, PLEXUS_PROTO_LL, &how[0]);

@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "misc/check.h"
 #include <plexus/device/arch.h>
+#include <plexus/device/primitives.h>
 #include "planner/launch.h"
 #include "transport/net/net_transport.h"
 #include "transport/rma.h"
@@ -65,7 +66,7 @@ void forEachOwnedBuffer(ncclComm* comm, F f) {
   forEachConnector(comm, [&](const Connection& c, const plexusDevConnector_v1_t& connector) {
     if ((c.isSend && !c.proxy) || !connector.connected) return;
     const plexusConnInfo_v1_t& conn = connector.conn;
-    const size_t sizes[PLEXUS_NUM_PROTOCOLS] = {PLEXUS_LL_BUFF_BYTES, PLEXUS_LL128_BUFF_BYTES,
+    const size_t sizes[PLEXUS_NUM_PROTOCOLS] = {(size_t)dev::llSlotsOf(&conn) * PLEXUS_LL_SLOT_BYTES, PLEXUS_LL128_BUFF_BYTES,
                                                 (size_t)conn.stepSize * PLEXUS_STEPS};
     for (int p = 0; p < PLEXUS_NUM_PROTOCOLS; p++) {
       if (!conn.buffs[p]) continue;

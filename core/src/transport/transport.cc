@@ -60,6 +60,14 @@ void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, c
 
 // One call of the connector's connect: ncclInProgress while it waits for the peer. Once connected, a proxy-driven
 // connector is handed to the proxy.
+// LL slots of a connection with peer (what its LL buffer holds): host ranks run ahead of their receivers with more
+// than NCCL's (PLEXUS_LL_HOST_SLOTS); a CUDA rank, or a host rank with a CUDA peer, with NCCL's.
+int llSlotsAsked(const ncclComm* comm, int peer) {
+  const bool hostPair = comm->peerInfo[comm->rank].backend == plexusBackendHost &&
+                        comm->peerInfo[peer].backend == plexusBackendHost;
+  return hostPair ? PLEXUS_LL_HOST_SLOTS : PLEXUS_STEPS;
+}
+
 ncclResult_t connectStep(ncclComm* comm, Connection& conn, const plexusConnectInfo_v1_t& theirs,
                          plexusDevConnector_v1_t* connector) {
   const plexusTransport_v1_t* api = conn.transport->api;
@@ -72,6 +80,12 @@ ncclResult_t connectStep(ncclComm* comm, Connection& conn, const plexusConnectIn
   if (connector->conn.stepSize <= 0)
     return setError(comm, ncclInternalError, "rank %d: transport %s left a step size of %d on channel %d",
                     comm->rank, api->name, connector->conn.stepSize, conn.channel);
+  const int llSlots = connector->conn.llSlots;
+  if (llSlots && (llSlots < PLEXUS_STEPS || (llSlots & (llSlots - 1)) || llSlots > llSlotsAsked(comm, conn.peer)))
+    return setError(comm, ncclInternalError,
+                    "rank %d: transport %s reported %d LL slots with rank %d on channel %d: llSlots must be 0 or a "
+                    "power of two from %d to the %d slots of the LL buffer asked for (buffSizes / PLEXUS_LL_SLOT_BYTES)",
+                    comm->rank, api->name, llSlots, conn.peer, conn.channel, PLEXUS_STEPS, llSlotsAsked(comm, conn.peer));
   connector->connected = 1;
   if (!api->proxyProgress) return ncclSuccess;
   conn.proxy = std::make_unique<ProxyConnection>();
@@ -133,7 +147,7 @@ ncclResult_t transportSetupOne(ncclComm* comm, int peer, int channel, bool isSen
   setup.channelId = channel;
   setup.commCtx = commCtxOf(comm, conn->transport);
   setup.buffSizes[PLEXUS_PROTO_SIMPLE] = (int)comm->buffSize;
-  setup.buffSizes[PLEXUS_PROTO_LL] = PLEXUS_LL_BUFF_BYTES;
+  setup.buffSizes[PLEXUS_PROTO_LL] = llSlotsAsked(comm, peer) * PLEXUS_LL_SLOT_BYTES;
   setup.buffSizes[PLEXUS_PROTO_LL128] = PLEXUS_LL128_BUFF_BYTES;
   const plexusTransport_v1_t* api = conn->transport->api;
   const ncclResult_t r = isSend ? api->sendSetup(conn->transport->ctx, &setup, mine, &conn->resources)

@@ -49,6 +49,15 @@ struct Resources {
 
 bool sameProcess(const Resources* res) { return res->self.pidHash == res->peer.pidHash; }
 
+// The slots an LL buffer of `bytes` holds, as plexusConnInfo_v1_t.llSlots takes them (a power of two from
+// PLEXUS_STEPS; 0 below that: the kernel then uses PLEXUS_STEPS).
+int llSlots(int bytes) {
+  if (bytes < PLEXUS_LL_BUFF_BYTES) return 0;
+  int n = PLEXUS_STEPS;
+  while (n < (1 << 20) && (int64_t)2 * n * PLEXUS_LL_SLOT_BYTES <= bytes) n *= 2;
+  return n;
+}
+
 ncclResult_t init(void** ctx, ncclDebugLogger_t log) {
   logger = log;
   *ctx = nullptr;
@@ -154,6 +163,7 @@ ncclResult_t sendConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   conn->ptrExchange = &((SendCtrl*)res->local.ptr)->exchange;
   conn->connFifo = nullptr;  // direct peers need no proxy, hence no per-slot sizes
   conn->stepSize = ri.buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
+  conn->llSlots = llSlots(ri.buffSizes[PLEXUS_PROTO_LL]);
   conn->step = 0;
   conn->flags = sameProcess(res) ? PLEXUS_CONN_P2P_SAME_SPACE : 0;
   return ncclSuccess;
@@ -182,6 +192,7 @@ ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   conn->ptrExchange = &((SendCtrl*)res->remote)->exchange;
   conn->connFifo = nullptr;
   conn->stepSize = res->buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
+  conn->llSlots = llSlots(res->buffSizes[PLEXUS_PROTO_LL]);
   conn->step = 0;
   conn->flags = sameProcess(res) ? PLEXUS_CONN_P2P_SAME_SPACE : 0;
   // Pids mean the same only on one machine, in one pid namespace.

@@ -67,6 +67,11 @@ PLEXUS_HD void wantRecv(plexusConnInfo_v1_t* c, uint64_t end) {
   if (c->recvWanted && *c->recvWanted < end) storeRelease(c->recvWanted, end);
 }
 
+/* Steps of LL a sender on connector c may run ahead of its receiver: its LL buffer's slots (llSlots). */
+PLEXUS_HD uint64_t llSlotsOf(const plexusConnInfo_v1_t* c) {
+  return (c->flags & PLEXUS_CONN_LL_IN_SLOTS) || c->llSlots <= 0 ? PLEXUS_STEPS : (uint64_t)c->llSlots;
+}
+
 /* The connectors one primitives instance talks through, with the step counts it advances; the counts
  * are loaded from the connectors at construction and stored back by thread 0 at the end. */
 struct PeerConns {
@@ -104,13 +109,14 @@ struct PeerConns {
     for (int i = 0; i < nrecv; i++)
       wantRecv(recv[i], recvStep[i] + (slices < PLEXUS_STEPS ? slices : PLEXUS_STEPS));
   }
-  /* Thread 0 waits until every send connector has a free slot for the next step. The peer's head is
-   * read only when the credit last seen is used up (NCCL's sendConnHeadCache): reading it every step
-   * would cost a cache miss on the critical path. */
-  PLEXUS_HD bool waitSendCredit(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch) {
+  /* Thread 0 waits until every send connector has a free slot of protocol proto for the next step. The
+   * peer's head is read only when the credit last seen is used up (NCCL's sendConnHeadCache): reading it
+   * every step would cost a cache miss on the critical path. */
+  PLEXUS_HD bool waitSendCredit(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int proto) {
     for (int i = 0; i < nsend; i++) {
-      if (sendStep[i] + 1 <= PLEXUS_STEPS) continue;
-      const uint64_t need = sendStep[i] + 1 - PLEXUS_STEPS;
+      const uint64_t slots = proto == PLEXUS_PROTO_LL ? llSlotsOf(send[i]) : PLEXUS_STEPS;
+      if (sendStep[i] + 1 <= slots) continue;
+      const uint64_t need = sendStep[i] + 1 - slots;
       if (sendHead[i] >= need) continue;
       const volatile uint64_t* head = send[i]->head;
       uint64_t* seen = &sendHead[i];
@@ -211,16 +217,17 @@ struct PrimState {
   PLEXUS_HD void finish() {
     if (tid == 0) p.store();
   }
-  /* Thread 0, before a step: announces the receives, waits for credit and, where lines travel in whole
-   * slots (PLEXUS_CONN_LL_IN_SLOTS) or the protocol is Simple, for the data. False when a wait failed. */
-  PLEXUS_HD bool waitStep(unsigned flags, size_t slicesLeft, bool waitTail, bool slotsOnly) {
+  /* Thread 0, before a step of protocol proto: announces the receives, waits for credit and, where the
+   * protocol is Simple or lines travel in whole slots (PLEXUS_CONN_LL_IN_SLOTS), for the data. False when a
+   * wait failed. */
+  PLEXUS_HD bool waitStep(unsigned flags, size_t slicesLeft, int proto) {
     if (flags & kPrimRecv) p.announce(slicesLeft);
     if (flags & kPrimRecv)
       for (int i = 0; i < p.nrecv; i++) {
-        if (!waitTail || (slotsOnly && !(p.recv[i]->flags & PLEXUS_CONN_LL_IN_SLOTS))) continue;
+        if (proto != PLEXUS_PROTO_SIMPLE && !(p.recv[i]->flags & PLEXUS_CONN_LL_IN_SLOTS)) continue;
         if (!waitAtLeast(comm, ch, p.recv[i]->tail, p.recvStep[i] + 1, p.recvPeer[i], 0)) return false;
       }
-    if (flags & kPrimSend) return p.waitSendCredit(comm, ch);
+    if (flags & kPrimSend) return p.waitSendCredit(comm, ch, proto);
     return true;
   }
   /* After a step (every thread): the recv slots go back to their senders through head, the send slots
@@ -261,7 +268,7 @@ struct SimpleProtocol {
     for (size_t done = 0; done < nelem; done += slice) {
       const size_t n = nelem - done < slice ? nelem - done : slice;
       bool waited = true;
-      if (s.tid == 0) waited = s.waitStep(flags, (nelem - done + slice - 1) / slice, true, false);
+      if (s.tid == 0) waited = s.waitStep(flags, (nelem - done + slice - 1) / slice, PLEXUS_PROTO_SIMPLE);
       if (s.stopAll(!waited)) return;
       const T* srcs[PLEXUS_MAX_SRCS];
       T* dsts[PLEXUS_MAX_DSTS];

@@ -13,6 +13,10 @@
  * runs faster. Both backends write and read the same lines with the same handshake, so a host and a
  * CUDA peer interoperate over one buffer.
  *
+ * Step s's lines sit in slot s % llSlots of the LL buffer, and a sender runs up to llSlots steps ahead (llSlotsOf):
+ * more than Simple's PLEXUS_STEPS where the transport offers them, so that a rank that leads does many small
+ * operations before it must wait for its receiver.
+ *
  * Where a proxy carries the connection (PLEXUS_CONN_LL_IN_SLOTS) the lines of step s sit in Simple slot
  * s % PLEXUS_STEPS; the sender records their bytes in connFifo and publishes tail, and a receiver reads
  * them once tail says the proxy delivered the slot.
@@ -187,7 +191,7 @@ struct LLProtocol {
       return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_SIMPLE] +
                                                (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize);
     return (volatile plexusLLFifoLine_v1_t*)(c->buffs[PLEXUS_PROTO_LL]) +
-           (size_t)(step % PLEXUS_STEPS) * PLEXUS_LL_SLOT_LINES;
+           (size_t)(step & (llSlotsOf(c) - 1)) * PLEXUS_LL_SLOT_LINES;
   }
 
   /* The current step's lines and flag on each recv and send connector, found once per step. */
@@ -215,7 +219,7 @@ struct LLProtocol {
     for (size_t done = 0; done < nelem; done += slice) {
       const size_t n = nelem - done < slice ? nelem - done : slice, nlines = (n + N - 1) / N;
       bool good = true;
-      if (s.tid == 0) good = s.waitStep(flags, (nelem - done + slice - 1) / slice, true, true);
+      if (s.tid == 0) good = s.waitStep(flags, (nelem - done + slice - 1) / slice, PLEXUS_PROTO_LL);
       if (s.stopAll(!good)) return;
       const T* in = (flags & kPrimSrc) ? s.input + inOff + done : nullptr;
       T* out = ((flags & kPrimDst) || selfPos >= 0) ? s.output + outOff + done : nullptr;

@@ -71,7 +71,7 @@ struct LL128Protocol {
       const size_t n = nelem - done < slice ? nelem - done : slice;
       const size_t nlines = (n * sizeof(T) + PLEXUS_LL128_DATA_BYTES - 1) / PLEXUS_LL128_DATA_BYTES;
       bool good = true;
-      if (s.tid == 0) good = s.waitStep(flags, (nelem - done + slice - 1) / slice, true, true);
+      if (s.tid == 0) good = s.waitStep(flags, (nelem - done + slice - 1) / slice, PLEXUS_PROTO_LL128);
       if (s.stopAll(!good)) return;
       const T* in = (flags & kPrimSrc) ? s.input + inOff + done : nullptr;
       T* out = ((flags & kPrimDst) || selfPos >= 0) ? s.output + outOff + done : nullptr;
