@@ -136,6 +136,12 @@ TEST_CASE("p2p: ranks as processes (2, 4)") {
   }
 }
 
+TEST_CASE("p2p: messages up to 1 MiB as LL lines (NCCL_P2P_LL_THRESHOLD), many LL steps each, ranks as processes") {
+  setenv("NCCL_P2P_LL_THRESHOLD", "1048576", 1);
+  CHECK(harness::runProcesses("p2p-all", 3) == 0);
+  unsetenv("NCCL_P2P_LL_THRESHOLD");
+}
+
 TEST_CASE("p2p: small connector buffers, many slices per message") {
   setenv("PLEXUS_BUFFSIZE", "65536", 1);
   long bad = harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {

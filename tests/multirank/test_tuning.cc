@@ -358,29 +358,36 @@ plexusDecision_t allGatherOnce(ncclComm_t comm, cudaStream_t stream, int nranks,
   return d;
 }
 
-// A rank whose NCCL_ALGO differs from the others' makes a new communicator (a split of a good one): init must fail
-// on every rank, naming both settings, rather than leave the ranks to pick different algorithms and hang.
-long mismatchScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t) {
-  if (rank == 1) setenv("NCCL_ALGO", "ring,p2p", 1);
+// A rank whose `var` differs from the others' makes a new communicator (a split of a good one): init must fail on
+// every rank, naming both settings (wants), rather than leave the ranks to pick different algorithms and hang.
+long mismatch(int rank, ncclComm_t comm, const char* var, const char* value, std::vector<const char*> wants) {
+  if (rank == 1) setenv(var, value, 1);
   ncclComm_t split = nullptr;
   const ncclResult_t r = ncclCommSplit(comm, 0, rank, &split, nullptr);
-  unsetenv("NCCL_ALGO");
+  unsetenv(var);
   const std::string why = ncclGetLastError(split ? split : comm);
   long bad = 0;
   if (r != ncclInvalidUsage) {
     fprintf(stderr, "rank %d: ncclCommSplit returned %s, expected ncclInvalidUsage\n", rank, ncclGetErrorString(r));
     bad++;
   }
-  for (const char* want : {"would choose algorithms differently", "NCCL_ALGO=ring,p2p", "NCCL_ALGO=(unset)"})
+  wants.push_back("would choose algorithms differently");
+  for (const char* want : wants)
     if (why.find(want) == std::string::npos) {
       fprintf(stderr, "rank %d: the error \"%s\" lacks \"%s\"\n", rank, why.c_str(), want);
       bad++;
     }
   if (split) ncclCommDestroy(split);
-  (void)nranks;
   return bad;
 }
-harness::Scenario tuningMismatch("tuning-mismatch", mismatchScenario);
+harness::Scenario tuningMismatch("tuning-mismatch", [](int rank, int, ncclComm_t comm, cudaStream_t) {
+  return mismatch(rank, comm, "NCCL_ALGO", "ring,p2p", {"NCCL_ALGO=ring,p2p", "NCCL_ALGO=(unset)"});
+});
+// Sends and receives would cross as LL lines on one side and through the slots on the other.
+harness::Scenario p2pLLMismatch("p2p-ll-mismatch", [](int rank, int, ncclComm_t comm, cudaStream_t) {
+  return mismatch(rank, comm, "NCCL_P2P_LL_THRESHOLD", "4096",
+                  {"NCCL_P2P_LL_THRESHOLD=4096", "NCCL_P2P_LL_THRESHOLD=64"});
+});
 
 }  // namespace
 
@@ -429,4 +436,8 @@ TEST_CASE("tuning: AllGather and Broadcast as point-to-point are algo-p2p's, dec
 
 TEST_CASE("tuning: ranks whose tuning inputs differ fail init together, each naming both") {
   CHECK(harness::runProcesses("tuning-mismatch", 2) == 0);
+}
+
+TEST_CASE("tuning: ranks with different NCCL_P2P_LL_THRESHOLD fail init, naming both values") {
+  CHECK(harness::runProcesses("p2p-ll-mismatch", 2) == 0);
 }

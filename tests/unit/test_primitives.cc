@@ -4,12 +4,14 @@
 // computed here from nccl-abi.md §5.5, in the protocols' own buffers and in Simple slots (proxy-driven
 // connections).
 #include <doctest/doctest.h>
+#include <plexus/device/p2p.h>
 #include <plexus/device/primitives.h>
 #include <plexus/device/primitives_ll.h>
 #include <plexus/device/primitives_ll128.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -301,4 +303,109 @@ TEST_CASE("primitives: an abort releases an LL128 receiver whose sender never co
   }
   aborter.join();
   CHECK(link.ch[1].status == PLEXUS_CHANNEL_ABORTED);
+}
+
+namespace {
+
+// The link as a one-channel communicator of two ranks, for point-to-point launches.
+void p2pWire(Link& link) {
+  for (int r = 0; r < 2; r++) {
+    link.comm[r].channels = &link.ch[r];
+    link.comm[r].nChannels = 1;
+    link.comm[r].timeoutNs = 5ull * 1000 * 1000 * 1000;
+  }
+  link.peers[0][1].send.connected = link.peers[1][0].recv.connected = 1;
+}
+
+// One send (rank 0) or receive (rank 1) of `bytes` bytes over the link, as a launch of one point-to-point work of
+// protocol proto runs it (plexus/device/p2p.h).
+ncclResult_t p2pOne(Link& link, int rank, void* buf, size_t bytes, int proto) {
+  auto args = std::make_unique<plexusDevKernelArgs_v1_t>();
+  args->comm = &link.comm[rank];
+  args->storage = PLEXUS_WORK_STORAGE_ARGS;
+  args->nWorks = 1;
+  args->channelMask = 1;
+  plexusDevWork_v1_t& w = args->inlineWorks[0];
+  w.func = rank == 0 ? ncclFuncSend : ncclFuncRecv;
+  w.datatype = ncclInt8;
+  w.proto = (uint8_t)proto;
+  w.nChannels = 1;
+  w.peer = 1 - rank;
+  w.count = bytes;
+  if (rank == 0) w.sendbuff = buf;
+  else w.recvbuff = buf;
+  auto state = std::make_unique<P2pState>();
+  return runP2p(args.get(), 0, 0, 1, state.get());
+}
+
+}  // namespace
+
+TEST_CASE("p2p kernel: a message marked LL crosses as LL lines where the transport describes its LL buffer (llSlots), "
+          "through the Simple slots where it does not") {
+  for (int llSlots : {PLEXUS_LL_HOST_SLOTS, 0}) {
+    CAPTURE(llSlots);
+    Link link(4096, false, llSlots);
+    p2pWire(link);
+    std::vector<unsigned char> src(13);
+    for (size_t i = 0; i < src.size(); i++) src[i] = pattern(i);
+    // No receiver: the send completes into step 0's slot, where the bytes are found.
+    CHECK(p2pOne(link, 0, src.data(), src.size(), PLEXUS_PROTO_LL) == ncclSuccess);
+    CHECK(link.tail == 1);
+    size_t wrong = 0;
+    if (llSlots) {
+      // LL (nccl-abi.md section 5.5): line j holds bytes 8j..8j+7 as data1 (bytes 0..3) and data2 (8..11), flags step + 1.
+      const char* lines = (const char*)link.ll.data();
+      for (size_t j = 0; j < 2; j++) {
+        uint32_t f[4];
+        memcpy(f, lines + j * 16, 16);
+        wrong += f[1] != 1 || f[3] != 1;
+        for (size_t b = 0; b < 8 && j * 8 + b < src.size(); b++)
+          wrong += (unsigned char)lines[j * 16 + (b < 4 ? b : b + 4)] != src[j * 8 + b];
+      }
+      wrong += memcmp(link.simple.data(), src.data(), src.size()) == 0;  // not through the slots
+    } else {
+      wrong += memcmp(link.simple.data(), src.data(), src.size()) != 0;
+      for (const plexusLLFifoLine_v1_t& l : link.ll) wrong += l.v[0] != 0 || l.v[1] != 0;
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("p2p kernel: LL and Simple messages of 0 B to several LL steps share one connection, every byte right, "
+          "through many wraps of its 64 LL slots") {
+  Link link(4096, false, PLEXUS_LL_HOST_SLOTS);
+  p2pWire(link);
+  struct Msg {
+    size_t bytes;
+    int proto;
+  };
+  std::vector<Msg> msgs;
+  for (size_t b : {0ul, 1ul, 7ul, 8ul, 9ul, 64ul, 2047ul, 2048ul, 2049ul, 5000ul})
+    for (int proto : {PLEXUS_PROTO_LL, PLEXUS_PROTO_SIMPLE}) msgs.push_back({b, proto});
+  for (int i = 0; i < 300; i++) msgs.push_back({(size_t)(i % 70), i % 5 ? PLEXUS_PROTO_LL : PLEXUS_PROTO_SIMPLE});
+  std::vector<std::vector<unsigned char>> sent(msgs.size()), got(msgs.size());
+  for (size_t k = 0; k < msgs.size(); k++) {
+    sent[k].resize(msgs[k].bytes);
+    for (size_t i = 0; i < msgs[k].bytes; i++) sent[k][i] = (unsigned char)(pattern(i) ^ k);
+    got[k].assign(msgs[k].bytes + 1, 0xee);  // one byte past the message, which must stay
+  }
+  ncclResult_t sendResult = ncclSuccess;
+  std::thread sender([&] {
+    for (size_t k = 0; k < msgs.size() && sendResult == ncclSuccess; k++)
+      sendResult = p2pOne(link, 0, sent[k].data(), msgs[k].bytes, msgs[k].proto);
+  });
+  ncclResult_t recvResult = ncclSuccess;
+  for (size_t k = 0; k < msgs.size() && recvResult == ncclSuccess; k++)
+    recvResult = p2pOne(link, 1, got[k].data(), msgs[k].bytes, msgs[k].proto);
+  sender.join();
+  CHECK(sendResult == ncclSuccess);
+  CHECK(recvResult == ncclSuccess);
+  size_t wrong = 0;
+  for (size_t k = 0; k < msgs.size(); k++) {
+    wrong += memcmp(got[k].data(), sent[k].data(), msgs[k].bytes) != 0;
+    wrong += got[k][msgs[k].bytes] != 0xee;
+  }
+  CHECK(wrong == 0);
+  CHECK(link.peers[0][1].send.conn.step == link.peers[1][0].recv.conn.step);
+  CHECK(link.peers[0][1].send.conn.step > 2 * PLEXUS_LL_HOST_SLOTS);
 }

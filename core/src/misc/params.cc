@@ -107,6 +107,8 @@ const std::vector<ParamInfo>& table() {
          "p2p-nvlink: seconds a connect waits for the peer process", nullptr},
         {"P2P_DISABLE", I, "0", kFixed, kNccl, kAll, "1: p2p-nvlink does not access another device's memory", nullptr},
         {"P2P_IPC", S, "", kFixed, kPlexus, kAll, "p2p-nvlink: legacy: share device memory through CUDA IPC", nullptr},
+        {"P2P_LL_THRESHOLD", I, "64", kFixed, kNccl, kDoc,
+         "sends and receives of at most this many bytes cross as LL lines (host ranks over p2p-nvlink)", nullptr},
         {"P2P_READ", I, "0", kFixed, kNccl, kAll, "p2p-nvlink: 1: the receiver reads from the sender's buffer",
          "P2P_READ_ENABLE"},
         {"PARAM_DUMP_ALL", S, "false", kFixed, kNccl, kDoc,

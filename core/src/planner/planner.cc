@@ -132,7 +132,9 @@ ncclResult_t checkInputsAlike(ncclComm* comm) {
     char text[504];
   };
   std::vector<Inputs> all(comm->nRanks);
-  const std::string mine = tuningInputs(comm->tuning);
+  std::string mine = tuningInputs(comm->tuning);
+  mine += "; NCCL_P2P_LL_THRESHOLD=";
+  mine += std::to_string(comm->planner.p2pLLThreshold);
   Inputs& me = all[comm->rank];
   me.hash = hashBytes(mine.data(), mine.size());
   snprintf(me.text, sizeof me.text, "%s", mine.c_str());
@@ -141,13 +143,18 @@ ncclResult_t checkInputsAlike(ncclComm* comm) {
     if (all[r].hash != me.hash)
       return setError(comm, ncclInvalidUsage,
                       "rank %d and rank %d would choose algorithms differently: rank %d has %s; rank %d has %s. Set "
-                      "NCCL_ALGO, NCCL_PROTO, PLEXUS_P2P_COLLECTIVES, PLEXUS_MIN_CHANNEL_BYTES, PLEXUS_ALGORITHMS and "
-                      "the configuration file's tuning rules alike on every rank",
+                      "NCCL_ALGO, NCCL_PROTO, PLEXUS_P2P_COLLECTIVES, PLEXUS_MIN_CHANNEL_BYTES, NCCL_P2P_LL_THRESHOLD, "
+                      "PLEXUS_ALGORITHMS and the configuration file's tuning rules alike on every rank",
                       comm->rank, r, comm->rank, me.text, r, all[r].text);
   return ncclSuccess;
 }
 
 }  // namespace
+
+// NCCL_P2P_LL_THRESHOLD's default. NCCL's is 16 KiB; between CPU cores LL lines double the cache lines a message
+// takes, which from 128 B on costs more than the one LL saves (2 ranks, sendrecv, us: 64 B 0.83 -> 0.79, 128 B
+// 0.84 -> 0.89, 512 B 0.93 -> 1.25; 8 B 0.83 -> 0.64).
+constexpr int64_t kP2pLLThreshold = 64;
 
 ncclResult_t plannerInit(ncclComm* comm) {
   comm->tuning.comm = comm;
@@ -155,6 +162,7 @@ ncclResult_t plannerInit(ncclComm* comm) {
                        comm->channels.count, comm->buffSize / PLEXUS_STEPS));
   comm->planner.checkArgs = envInt("CHECK_MODE", 0) != 0;
   comm->planner.p2pCollectives = envInt("P2P_COLLECTIVES", 1) != 0;
+  comm->planner.p2pLLThreshold = (size_t)std::max<int64_t>(0, envInt("P2P_LL_THRESHOLD", kP2pLLThreshold));
   // PLEXUS_P2P_COLLECTIVES=0 keeps collectives off algo-p2p (its sends and receives stay).
   if (!comm->planner.p2pCollectives && comm->p2pAlgo >= 0) comm->tuning.algoAllowed[comm->p2pAlgo] = false;
   NCCLCHECK(checkInputsAlike(comm));
@@ -396,9 +404,10 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     for (size_t k = 0; k < j - i; k++) {
       const Task& t = tasks[i + k];
       // Kept collectives come first (decided above), then the lowered ones' and the application's sends and receives.
+      const bool p2pLL = t.count * typeSize(t.datatype) <= comm->planner.p2pLLThreshold;
       const Decision d = i + k < kept ? decisions[i + k]
                                       : Decision{comm->p2pAlgo,
-                                                 PLEXUS_PROTO_SIMPLE,
+                                                 p2pLL ? PLEXUS_PROTO_LL : PLEXUS_PROTO_SIMPLE,
                                                  1,
                                                  comm->buffSize / PLEXUS_STEPS,
                                                  0,

@@ -29,6 +29,8 @@ struct PlannerConfig {
   // PLEXUS_P2P_COLLECTIVES: a large AllGather within one node (and a Broadcast of 64 to 512 KiB between two
   // ranks) as grouped point-to-point, whose messages cross once (zero-copy) instead of twice through slots.
   bool p2pCollectives = true;
+  // Sends and receives of at most this many bytes go as LL lines where their connection allows (NCCL_P2P_LL_THRESHOLD).
+  size_t p2pLLThreshold = 0;
 };
 
 // Sets up tuning (tuning.h) and the planner's own knobs; a malformed value or rule fails init with a message.

@@ -9,7 +9,11 @@
  * when it can: the receiver says where to write (its buffer's address when the connection says the peer shares its
  * address space; on the host backend, whatever the transport offers through plexusP2pHostOps_v1_t: another
  * process's registered memory, process_vm_writev), the sender writes there once and publishes tail; otherwise, and
- * for smaller messages, the bytes cross through the connection's Simple slots. Both sides decide by the same rule.
+ * for smaller messages, the bytes cross through the connection's Simple slots. A message the planner marked LL
+ * (work proto: at most NCCL_P2P_LL_THRESHOLD bytes) crosses as LL lines instead, a step of PLEXUS_LL_SLOT_LINES lines
+ * at a time, where the connection has an LL buffer of its own that its transport describes (llSlots): data and flag
+ * travel in the same stores, so the receiver waits for the lines alone, not for tail and then the slot (one cache
+ * line crossing between cores, not two in turn). Both sides decide by the same rule.
  */
 #ifndef PLEXUS_DEVICE_P2P_H_
 #define PLEXUS_DEVICE_P2P_H_
@@ -18,6 +22,7 @@
 #include "arch.h"
 #include "kernel.h"
 #include "primitives.h"
+#include "primitives_ll.h"
 
 namespace plexus::dev {
 
@@ -52,7 +57,14 @@ PLEXUS_HD void p2pCopy(int tid, int nthreads, char* dst, const char* src, size_t
 #endif
 }
 
-enum P2pMode : uint8_t { kP2pSlots = 0, kP2pNegotiate = 1, kP2pDirect = 2, kP2pDone = 3 };
+enum P2pMode : uint8_t { kP2pSlots = 0, kP2pNegotiate = 1, kP2pDirect = 2, kP2pDone = 3, kP2pLL = 4 };
+
+/* Whether messages may cross connector c as LL lines: it has an LL buffer of its own, described by its transport. */
+PLEXUS_HD bool p2pTakesLL(const plexusConnInfo_v1_t* c) {
+  return c->llSlots > 0 && !(c->flags & PLEXUS_CONN_LL_IN_SLOTS) && c->buffs[PLEXUS_PROTO_LL];
+}
+/* The lines a step of n bytes of an LL message takes: one at least, which says that an empty message arrived. */
+PLEXUS_HD size_t p2pLLLines(uint64_t n) { return n ? (size_t)((n + 7) / 8) : 1; }
 
 /* Everything one channel's point-to-point loop keeps (CUDA: in shared memory; host: on the thread's stack). */
 struct P2pState {
@@ -63,6 +75,7 @@ struct P2pState {
     uint16_t prev;  /* while building the queues */
     uint8_t mode;
     uint8_t isSend;
+    uint8_t ll; /* the planner marked it LL */
     int peer;
   } msg[PLEXUS_P2P_MAX_WORKS];
   struct Queue {
@@ -77,6 +90,7 @@ struct P2pState {
     const char* src;
     uint64_t n;
     uint16_t queue; /* 0xffff: a copy to itself */
+    uint32_t llFlag; /* LL step: the lines' flag (dst is the lines of a send, src those of a receive); 0: none */
   } act[PLEXUS_P2P_MAX_ACTIONS];
   int nMsg, nQueue, nAct;
   int pending;  /* messages not done */
@@ -138,7 +152,7 @@ PLEXUS_HD P2pMove p2pStep(const plexusDevKernelArgs_v1_t* a, int channel, P2pSta
     }
     if (kind == PLEXUS_XCHG_ADDRESS) {
       if (s->nAct == PLEXUS_P2P_MAX_ACTIONS) return kP2pBlocked;
-      s->act[s->nAct++] = P2pState::Action{(char*)(uintptr_t)x->addr, m.buf, m.bytes, (uint16_t)qi};
+      s->act[s->nAct++] = P2pState::Action{(char*)(uintptr_t)x->addr, m.buf, m.bytes, (uint16_t)qi, 0};
       m.done = m.bytes;
       return kP2pQueued;
     }
@@ -168,19 +182,39 @@ PLEXUS_HD P2pMove p2pStep(const plexusDevKernelArgs_v1_t* a, int channel, P2pSta
     return kP2pMoved;
   }
   if (s->nAct == PLEXUS_P2P_MAX_ACTIONS) return kP2pBlocked;
+  if (m.mode == kP2pLL) {
+    const uint64_t per = (uint64_t)PLEXUS_LL_SLOT_LINES * 8;
+    const uint64_t n = m.bytes - m.done < per ? m.bytes - m.done : per;
+    volatile plexusLLFifoLine_v1_t* l = LLProtocol::lines(c, q.step);
+    const uint32_t flag = (uint32_t)(q.step + 1);
+    if (q.isSend) {
+      const uint64_t slots = llSlotsOf(c);
+      if (c->headCache + slots < q.step + 1 && (c->headCache = loadAcquire(c->head)) + slots < q.step + 1)
+        return kP2pBlocked;
+      s->act[s->nAct++] = P2pState::Action{(char*)l, m.buf + m.done, n, (uint16_t)qi, flag};
+    } else {
+      /* The sender writes its lines in order: once the last is here, so are the others (each is still checked). */
+      uint64_t w0, w1;
+      loadLLLine(l + p2pLLLines(n) - 1, &w0, &w1);
+      if (!lineCarries(w0, w1, flag)) return kP2pBlocked;
+      s->act[s->nAct++] = P2pState::Action{m.buf + m.done, (const char*)l, n, (uint16_t)qi, flag};
+    }
+    m.done += n;
+    return kP2pQueued;
+  }
   const uint64_t n = m.bytes - m.done < (uint64_t)c->stepSize ? m.bytes - m.done : (uint64_t)c->stepSize;
   char* slot = c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(q.step % PLEXUS_STEPS) * (size_t)c->stepSize;
   if (q.isSend) {
     /* The peer's head is read only when the credit last seen runs out (PeerConns::waitSendCredit). */
     if (c->headCache + PLEXUS_STEPS < q.step + 1 && (c->headCache = loadAcquire(c->head)) + PLEXUS_STEPS < q.step + 1)
       return kP2pBlocked;
-    s->act[s->nAct++] = P2pState::Action{slot, m.buf + m.done, n, (uint16_t)qi};
+    s->act[s->nAct++] = P2pState::Action{slot, m.buf + m.done, n, (uint16_t)qi, 0};
   } else {
     /* The slices of the message still to come (a proxy posts receives for these alone). */
     const uint64_t left = (m.bytes - m.done + c->stepSize - 1) / c->stepSize;
     wantRecv(c, q.step + (left < PLEXUS_STEPS ? (left ? left : 1) : PLEXUS_STEPS));
     if (loadAcquire(c->tail) < q.step + 1) return kP2pBlocked;
-    s->act[s->nAct++] = P2pState::Action{m.buf + m.done, slot, n, (uint16_t)qi};
+    s->act[s->nAct++] = P2pState::Action{m.buf + m.done, slot, n, (uint16_t)qi, 0};
   }
   m.done += n;
   return kP2pQueued;
@@ -197,6 +231,12 @@ PLEXUS_HD void p2pPost(const plexusDevKernelArgs_v1_t* a, P2pState* s) {
     if (m.mode == kP2pNegotiate) { /* a zero-copy write into the peer's buffer */
       storeRelease(c->tail, ++q.step);
       m.mode = kP2pDone;
+      continue;
+    }
+    if (m.mode == kP2pLL) { /* LL lines: the sender's tail keeps the step count Simple shares */
+      storeRelease(q.isSend ? c->tail : c->head, ++q.step);
+      if (!q.isSend && a->hostOps) a->hostOps->count(a->hostOps->ctx, 0, act.n);
+      if (m.done == m.bytes) m.mode = kP2pDone;
       continue;
     }
     if (q.isSend) {
@@ -231,6 +271,7 @@ PLEXUS_HD bool p2pSetup(const plexusDevKernelArgs_v1_t* a, int channel, int tid,
       m.peer = w->peer;
       m.buf = (char*)(m.isSend ? w->sendbuff : w->recvbuff);
       m.bytes = p2pBytes(w);
+      m.ll = w->proto == PLEXUS_PROTO_LL;
       m.done = 0;
       m.next = m.prev = 0xffff;
     }
@@ -261,7 +302,9 @@ PLEXUS_HD bool p2pSetup(const plexusDevKernelArgs_v1_t* a, int channel, int tid,
       s->pending++;
       plexusDevConnector_v1_t& conn = m.isSend ? ch->peers[m.peer].send : ch->peers[m.peer].recv;
       /* Both sides take the same path by the same rule: the message's size and the connection. */
-      m.mode = m.bytes >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES && conn.conn.ptrExchange ? kP2pNegotiate : kP2pSlots;
+      m.mode = m.ll && p2pTakesLL(&conn.conn)                                             ? kP2pLL
+               : m.bytes >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES && conn.conn.ptrExchange ? kP2pNegotiate
+                                                                                  : kP2pSlots;
       if (m.prev != 0xffff) continue;
       if (!conn.connected) {
         s->status = PLEXUS_CHANNEL_ERROR;
@@ -284,6 +327,48 @@ PLEXUS_HD bool p2pSetup(const plexusDevKernelArgs_v1_t* a, int channel, int tid,
   return s->status == PLEXUS_CHANNEL_OK;
 }
 
+/* One step of an LL message: n bytes from src into its lines at l (8 bytes a line, the last one zero-padded), every
+ * thread its share of the lines. */
+PLEXUS_HD void p2pLLPack(int tid, int nthreads, volatile plexusLLFifoLine_v1_t* l, const char* src, uint64_t n,
+                         uint32_t flag) {
+  const size_t nlines = p2pLLLines(n), whole = (size_t)(n / 8);
+#if !defined(__CUDA_ARCH__)
+  LLProtocol::prefetchLines(l, nlines, true); /* the receiver's core holds them from the slot's last use */
+#endif
+  for (size_t j = (size_t)tid; j < nlines; j += (size_t)nthreads) {
+    uint64_t w = 0;
+#if defined(__CUDA_ARCH__)
+    for (uint64_t b = 0; b < 8 && j * 8 + b < n; b++) w |= (uint64_t)(uint8_t)src[j * 8 + b] << (8 * b);
+#else
+    if (j < whole) memcpy(&w, src + j * 8, 8);
+    else if (n > j * 8) memcpy(&w, src + j * 8, n - j * 8);
+#endif
+    storeLLLine(l + j, w, flag);
+  }
+  (void)whole;
+}
+
+/* The other way: one step's lines at l into dst, each line once its flags say so; false when a wait ended by abort
+ * or timeout. */
+PLEXUS_HD bool p2pLLUnpack(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int peer, int tid, int nthreads,
+                           char* dst, volatile plexusLLFifoLine_v1_t* l, uint64_t n, uint32_t flag) {
+  const size_t whole = (size_t)(n / 8);
+  for (size_t j = (size_t)tid; j * 8 < n; j += (size_t)nthreads) {
+    uint64_t w0, w1;
+    loadLLLine(l + j, &w0, &w1);
+    if (!lineCarries(w0, w1, flag) && !waitLine(comm, ch, l + j, flag, peer, &w0, &w1)) return false;
+    const uint64_t w = (w0 & 0xffffffffull) | (w1 << 32);
+#if defined(__CUDA_ARCH__)
+    for (uint64_t b = 0; b < 8 && j * 8 + b < n; b++) dst[j * 8 + b] = (char)(uint8_t)(w >> (8 * b));
+#else
+    if (j < whole) memcpy(dst + j * 8, &w, 8);
+    else memcpy(dst + j * 8, &w, n - j * 8);
+#endif
+  }
+  (void)whole;
+  return true;
+}
+
 /* The rank's own sends copied into its own receives, in order, as many as the round holds (sizes must match);
  * the cursors stay in s for the next round. */
 PLEXUS_HD void p2pQueueSelfCopies(P2pState* s, int rank) {
@@ -296,7 +381,7 @@ PLEXUS_HD void p2pQueueSelfCopies(P2pState* s, int rank) {
       s->status = PLEXUS_CHANNEL_ERROR;
       return;
     }
-    if (rcv.buf != snd.buf) s->act[s->nAct++] = P2pState::Action{rcv.buf, snd.buf, snd.bytes, 0xffff};
+    if (rcv.buf != snd.buf) s->act[s->nAct++] = P2pState::Action{rcv.buf, snd.buf, snd.bytes, 0xffff, 0};
     s->selfLeft--;
   }
 }
@@ -366,7 +451,17 @@ PLEXUS_HD ncclResult_t runP2p(const plexusDevKernelArgs_v1_t* a, int channel, in
       }
     }
     barrier();
-    for (int i = 0; i < s->nAct; i++) p2pCopy(tid, nthreads, s->act[i].dst, s->act[i].src, s->act[i].n);
+    for (int i = 0; i < s->nAct; i++) {
+      const P2pState::Action& act = s->act[i];
+      if (!act.llFlag) {
+        p2pCopy(tid, nthreads, act.dst, act.src, act.n);
+      } else if (s->queue[act.queue].isSend) {
+        p2pLLPack(tid, nthreads, (volatile plexusLLFifoLine_v1_t*)act.dst, act.src, act.n, act.llFlag);
+      } else if (!p2pLLUnpack(comm, ch, s->queue[act.queue].peer, tid, nthreads, act.dst,
+                              (volatile plexusLLFifoLine_v1_t*)act.src, act.n, act.llFlag)) {
+        s->status = loadRelaxed(&ch->status); /* a wait ended by abort or timeout, which the channel says */
+      }
+    }
     barrier();
     if (tid == 0) {
       p2pPost(a, s);
