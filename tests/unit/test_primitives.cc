@@ -353,7 +353,8 @@ TEST_CASE("p2p kernel: a message marked LL crosses as LL lines where the transpo
     CHECK(link.tail == 1);
     size_t wrong = 0;
     if (llSlots) {
-      // LL (nccl-abi.md section 5.5): line j holds bytes 8j..8j+7 as data1 (bytes 0..3) and data2 (8..11), flags step + 1.
+      // LL (nccl-abi.md section 5.5): line j holds bytes 8j..8j+7 as data1 (bytes 0..3) and data2 (8..11), flags
+      // step + 1.
       const char* lines = (const char*)link.ll.data();
       for (size_t j = 0; j < 2; j++) {
         uint32_t f[4];

@@ -84,8 +84,10 @@ ncclResult_t connectStep(ncclComm* comm, Connection& conn, const plexusConnectIn
   if (llSlots && (llSlots < PLEXUS_STEPS || (llSlots & (llSlots - 1)) || llSlots > llSlotsAsked(comm, conn.peer)))
     return setError(comm, ncclInternalError,
                     "rank %d: transport %s reported %d LL slots with rank %d on channel %d: llSlots must be 0 or a "
-                    "power of two from %d to the %d slots of the LL buffer asked for (buffSizes / PLEXUS_LL_SLOT_BYTES)",
-                    comm->rank, api->name, llSlots, conn.peer, conn.channel, PLEXUS_STEPS, llSlotsAsked(comm, conn.peer));
+                    "power of two from %d to the %d slots of the LL buffer asked for "
+                    "(buffSizes / PLEXUS_LL_SLOT_BYTES)",
+                    comm->rank, api->name, llSlots, conn.peer, conn.channel, PLEXUS_STEPS,
+                    llSlotsAsked(comm, conn.peer));
   connector->connected = 1;
   if (!api->proxyProgress) return ncclSuccess;
   conn.proxy = std::make_unique<ProxyConnection>();

@@ -301,7 +301,7 @@ PLEXUS_HD bool p2pSetup(const plexusDevKernelArgs_v1_t* a, int channel, int tid,
       }
       s->pending++;
       plexusDevConnector_v1_t& conn = m.isSend ? ch->peers[m.peer].send : ch->peers[m.peer].recv;
-      /* Both sides take the same path by the same rule: the message's size and the connection. */
+      /* Both sides take the same path by the same rule: the planner's mark, the size and the connection. */
       m.mode = m.ll && p2pTakesLL(&conn.conn)                                             ? kP2pLL
                : m.bytes >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES && conn.conn.ptrExchange ? kP2pNegotiate
                                                                                   : kP2pSlots;
