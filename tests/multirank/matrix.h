@@ -146,7 +146,7 @@ inline const char* protoName(const Setup& s) {
 // Bytes per pipeline chunk the planner gives coll: Simple: two of the PLEXUS_STEPS slots of
 // NCCL_BUFFSIZE; LL: one slot of PLEXUS_LL_SLOT_LINES lines of 8 payload bytes; LL128: one step of
 // lines of 120 payload bytes, PLEXUS_LL128_SLOT_LINES or as many as a Simple slot holds (64 with the
-// matrix's NCCL_BUFFSIZE); point-to-point (Simple whatever NCCL_PROTO says): one slot.
+// matrix's NCCL_BUFFSIZE); point-to-point (Simple whatever NCCL_PROTO says, LL up to 64 B): one slot.
 inline size_t chunkBytes(Coll c, const Setup& s) {
   const size_t step = s.buffSize / PLEXUS_STEPS;
   if (isP2p(c)) return step;
@@ -562,7 +562,8 @@ inline void runCase(const RankCtx& x, const Case& k, Wrong& w) {
     w.algo = d.algorithm;
     // A collective the tuner gave to algo-p2p (a large AllGather, a two-rank Broadcast) runs as sends and receives.
     const bool asP2p = isP2p(k.coll) || w.algo == "p2p";
-    const char* proto = asP2p ? "Simple" : protoName(x.setup);
+    // Sends and receives of up to NCCL_P2P_LL_THRESHOLD bytes (64 by default) are LL, whatever NCCL_PROTO says.
+    const char* proto = !asP2p ? protoName(x.setup) : bytes <= 64 ? "LL" : "Simple";
     const size_t chunk = asP2p ? x.setup.buffSize / PLEXUS_STEPS : chunkBytes(k.coll, x.setup);
     // With several channels, ring and tree split a multi-chunk collective over all of them.
     const int channels = x.setup.channels && k.size == Size::MultiChunk && !asP2p && w.algo != "direct" && n > 1
