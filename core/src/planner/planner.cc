@@ -404,10 +404,11 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     for (size_t k = 0; k < j - i; k++) {
       const Task& t = tasks[i + k];
       // Kept collectives come first (decided above), then the lowered ones' and the application's sends and receives.
-      const bool p2pLL = t.count * typeSize(t.datatype) <= comm->planner.p2pLLThreshold;
       const Decision d = i + k < kept ? decisions[i + k]
                                       : Decision{comm->p2pAlgo,
-                                                 p2pLL ? PLEXUS_PROTO_LL : PLEXUS_PROTO_SIMPLE,
+                                                 t.count * typeSize(t.datatype) <= comm->planner.p2pLLThreshold
+                                                     ? PLEXUS_PROTO_LL
+                                                     : PLEXUS_PROTO_SIMPLE,
                                                  1,
                                                  comm->buffSize / PLEXUS_STEPS,
                                                  0,

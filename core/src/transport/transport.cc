@@ -58,8 +58,6 @@ void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, c
            conn.isSend ? "to" : "from", describeRank(comm, conn.peer).c_str(), where.c_str(), why);
 }
 
-// One call of the connector's connect: ncclInProgress while it waits for the peer. Once connected, a proxy-driven
-// connector is handed to the proxy.
 // LL slots of a connection with peer (what its LL buffer holds): host ranks run ahead of their receivers with more
 // than NCCL's (PLEXUS_LL_HOST_SLOTS); a CUDA rank, or a host rank with a CUDA peer, with NCCL's.
 int llSlotsAsked(const ncclComm* comm, int peer) {
@@ -68,6 +66,8 @@ int llSlotsAsked(const ncclComm* comm, int peer) {
   return hostPair ? PLEXUS_LL_HOST_SLOTS : PLEXUS_STEPS;
 }
 
+// One call of the connector's connect: ncclInProgress while it waits for the peer. Once connected, a proxy-driven
+// connector is handed to the proxy.
 ncclResult_t connectStep(ncclComm* comm, Connection& conn, const plexusConnectInfo_v1_t& theirs,
                          plexusDevConnector_v1_t* connector) {
   const plexusTransport_v1_t* api = conn.transport->api;
