@@ -154,7 +154,7 @@ inline size_t chunkBytes(Coll c, const Setup& s) {
   if (s.proto == PLEXUS_PROTO_LL128) return std::min<size_t>(PLEXUS_LL128_SLOT_LINES, step / 128) * 120;
   return step * 2;
 }
-// Chunks a connector holds before its slots wrap around (LL: the host's LL slots, PLEXUS_LL_HOST_SLOTS).
+// Chunks a connector holds before its slots wrap around (LL: the LL slots runOne sets, PLEXUS_LL_HOST_SLOTS).
 inline size_t chunksPerConnector(Coll c, const Setup& s) {
   if (!isP2p(c) && s.proto == PLEXUS_PROTO_LL) return PLEXUS_LL_HOST_SLOTS;
   return isP2p(c) || s.proto != PLEXUS_PROTO_SIMPLE ? PLEXUS_STEPS : PLEXUS_STEPS / 2;
@@ -640,6 +640,9 @@ class ScopedEnv {
 // NCCL_BUFFSIZE of the matrix: 64 KiB, so Simple chunks are 16 KiB and the multi-chunk class stays
 // small.
 constexpr const char* kBuffSize = "65536";
+// NCCL_LL_BUFFSIZE of the matrix: PLEXUS_LL_HOST_SLOTS slots of 4 KiB.
+constexpr const char* kLLBuffSize = "262144";
+static_assert(PLEXUS_LL_HOST_SLOTS * PLEXUS_LL_SLOT_BYTES == 262144);
 
 struct Launch {
   bool processes;
@@ -679,6 +682,10 @@ inline long runOne(Coll c, const Plan& plan, const std::string& scenarioPrefix, 
   env.set("NCCL_BUFFSIZE", kBuffSize);
   env.set("PLEXUS_PROTO", nullptr);  // the PLEXUS_ twins would win
   env.set("PLEXUS_BUFFSIZE", nullptr);
+  // 64 LL slots on every launch, those whose ranks outnumber the cores too (1024 by default there): the multi-chunk
+  // class wraps them at a 16th of the cost.
+  env.set("NCCL_LL_BUFFSIZE", kLLBuffSize);
+  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
   env.set("PLEXUS_ALGO", nullptr);
   env.set("NCCL_ALGO", l.algo);
   const std::string channels = std::to_string(l.channels);

@@ -3,9 +3,13 @@
 // count), every element checked.
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -132,6 +136,109 @@ struct ForcedProto {
   }
 };
 
+
+// ---- how far a rank that leads runs ahead: the LL slots between host ranks ----
+
+// Rank 0 broadcasts `slots` LL operations of 8 bytes, each its own values, while the other ranks have not started:
+// each lands in a slot of rank 1's LL buffer, so rank 0 finishes them alone. The others then receive them all. Then
+// rank 0 alone once more, one operation beyond the slots: that one waits for a receiver and times out. barrier(tag)
+// holds each rank until every rank has reached tag (false when one never does). The communicators run NCCL_PROTO=LL
+// and NCCL_ALGO=ring.
+long runsAhead(int rank, ncclComm_t comm, cudaStream_t stream, int slots, const std::function<bool(const char*)>& barrier) {
+  long bad = 0;
+  std::vector<float> warm(2, rank == 0 ? 1.0f : 0.0f);
+  CHECK_NCCL(ncclBroadcast(warm.data(), warm.data(), 2, ncclFloat32, 0, comm, stream));  // connections up
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  if (!barrier("warm")) return 1;
+  std::vector<float> vals(2 * (size_t)(slots + 1), 0.0f);
+  auto value = [](int k, int e) { return 1000.0f + (float)k + 0.5f * (float)e; };
+  if (rank == 0) {
+    for (int k = 0; k <= slots; k++) vals[2 * k] = value(k, 0), vals[2 * k + 1] = value(k, 1);
+    CHECK_NCCL(plexusCommSetTimeout(comm, 60.0));  // a root that cannot run this far fails instead of hanging
+    for (int k = 0; k < slots; k++)
+      CHECK_NCCL(ncclBroadcast(&vals[2 * k], &vals[2 * k], 2, ncclFloat32, 0, comm, stream));
+    const ncclResult_t r = plexusStreamSynchronize(stream);
+    if (r != ncclSuccess) {
+      fprintf(stderr, "rank 0: %d operations ahead of its receivers: %s (%s)\n", slots, ncclGetErrorString(r),
+              ncclGetLastError(comm));
+      bad++;
+    }
+  }
+  if (!barrier("ahead")) return bad + 1;
+  if (rank != 0) {
+    for (int k = 0; k < slots; k++)
+      CHECK_NCCL(ncclBroadcast(&vals[2 * k], &vals[2 * k], 2, ncclFloat32, 0, comm, stream));
+    CHECK_NCCL(plexusStreamSynchronize(stream));
+    for (int k = 0; k < slots; k++)
+      for (int e = 0; e < 2; e++)
+        if (vals[2 * k + e] != value(k, e)) {
+          if (bad < 5) fprintf(stderr, "rank %d: operation %d element %d: %g, expected %g\n", rank, k, e, vals[2 * k + e], value(k, e));
+          bad++;
+        }
+  }
+  if (!barrier("received")) return bad + 1;
+  if (rank == 0) {
+    CHECK_NCCL(plexusCommSetTimeout(comm, 1.0));
+    for (int k = 0; k <= slots; k++)
+      CHECK_NCCL(ncclBroadcast(&vals[2 * k], &vals[2 * k], 2, ncclFloat32, 0, comm, stream));
+    const ncclResult_t r = plexusStreamSynchronize(stream);
+    if (r != ncclTimeout) {
+      fprintf(stderr, "rank 0: %d operations ahead of its receivers: %s, expected ncclTimeout\n", slots + 1,
+              ncclGetErrorString(r));
+      bad++;
+    }
+  }
+  // The others keep their buffers until rank 0 has stopped writing to them.
+  if (!barrier("timed out")) return bad + 1;
+  return bad;
+}
+
+// A barrier of the threads of one runThreads: each tag once, in the same order on every rank.
+struct ThreadBarrier {
+  explicit ThreadBarrier(int n) : nranks(n) {}
+  bool wait(int rank) {
+    const int gen = (int)(arrived[rank]++);
+    count.fetch_add(1);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (count.load() < (gen + 1) * nranks)
+      if (std::chrono::steady_clock::now() > end) return false;
+      else sched_yield();
+    return true;
+  }
+  const int nranks;
+  std::atomic<int> count{0};
+  int arrived[64] = {};
+};
+
+// The communicator the test needs, split from the harness's once this rank's environment says NCCL_LL_BUFFSIZE=bytes
+// (nullptr: unset), NCCL_PROTO=LL and NCCL_ALGO=ring.
+ncclComm_t splitWith(ncclComm_t comm, int rank, const char* bytes) {
+  matrix::ScopedEnv env;
+  env.set("NCCL_LL_BUFFSIZE", bytes);
+  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
+  env.set("NCCL_PROTO", "LL");
+  env.set("PLEXUS_PROTO", nullptr);
+  env.set("NCCL_ALGO", "ring");
+  env.set("PLEXUS_ALGO", nullptr);
+  ncclComm_t split = nullptr;
+  if (ncclCommSplit(comm, 0, rank, &split, nullptr) != ncclSuccess) {
+    fprintf(stderr, "rank %d: ncclCommSplit: %s\n", rank, ncclGetLastError(comm));
+    return nullptr;
+  }
+  return split;
+}
+
+// Ranks whose NCCL_LL_BUFFSIZE differ (1 MiB: 256 slots; 100 KiB: rounded down to 16) take the smallest.
+harness::Scenario llSlotsMismatch("protocols-ll-slots-mismatch", [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  ncclComm_t split = splitWith(comm, rank, rank == 0 ? "1M" : "100K");
+  if (!split) return 1L;
+  const long bad = runsAhead(rank, split, stream, 16, [&](const char* tag) {
+    return harness::processBarrier(rank, nranks, tag);
+  });
+  ncclCommAbort(split);
+  return bad;
+});
+
 }  // namespace
 
 TEST_CASE("LL128 and LL forced: every collective at sizes around lines and steps, ranks as threads") {
@@ -252,4 +359,61 @@ TEST_CASE("NCCL_PROTO names an unknown protocol: init fails with a message") {
   CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclInvalidUsage);
   CHECK(std::string(ncclGetLastError(nullptr)).find("LL256") != std::string::npos);
   unsetenv("NCCL_PROTO");
+}
+
+TEST_CASE("LL slots between host ranks: a root runs NCCL_LL_BUFFSIZE's slots ahead of its receivers, no more") {
+  matrix::ScopedEnv env;
+  env.set("NCCL_PROTO", "LL");
+  env.set("PLEXUS_PROTO", nullptr);
+  env.set("NCCL_ALGO", "ring");
+  env.set("PLEXUS_ALGO", nullptr);
+  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
+  env.set("NCCL_LL_BUFFSIZE", "65536");  // 16 slots of 4 KiB
+  ThreadBarrier threads(2);
+  CHECK(harness::runThreads(2, [&](int rank, int, ncclComm_t comm, cudaStream_t stream) {
+          return runsAhead(rank, comm, stream, 16, [&](const char*) { return threads.wait(rank); });
+        }) == 0);
+}
+
+TEST_CASE("LL slots between host ranks: 1024 where the node's ranks outnumber its cores, else 64") {
+  matrix::ScopedEnv env;
+  env.set("NCCL_PROTO", "LL");
+  env.set("PLEXUS_PROTO", nullptr);
+  env.set("NCCL_ALGO", "ring");
+  env.set("PLEXUS_ALGO", nullptr);
+  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
+  env.set("NCCL_LL_BUFFSIZE", nullptr);
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  const int cores = CPU_COUNT(&set);
+  ThreadBarrier threads(4);
+  CHECK(harness::runThreads(4, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          int nChannels = 0;
+          CHECK_NCCL(plexusCommChannelCount(comm, &nChannels));
+          // 4 ranks have 1024 slots' connections (6 per rank and channel, 4 MiB each) within the 64 MiB budget
+          // wherever they share cores: that takes fewer than 8 cores, hence one channel.
+          const int slots = nranks * nChannels > cores ? 1024 : 64;
+          if (rank == 0) fprintf(stderr, "%d ranks, %d channel(s), %d cores: %d slots\n", nranks, nChannels, cores, slots);
+          return runsAhead(rank, comm, stream, slots, [&](const char*) { return threads.wait(rank); });
+        }) == 0);
+}
+
+TEST_CASE("LL slots between host ranks: ranks whose NCCL_LL_BUFFSIZE differ take the smallest") {
+  CHECK(harness::runProcesses("protocols-ll-slots-mismatch", 2) == 0);
+}
+
+TEST_CASE("NCCL_LL_BUFFSIZE out of range: init fails naming it and the range") {
+  matrix::ScopedEnv env;
+  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
+  for (const char* bytes : {"16K", "128M"}) {
+    env.set("NCCL_LL_BUFFSIZE", bytes);
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    ncclComm_t comm = nullptr;
+    CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclInvalidArgument);
+    const std::string why = ncclGetLastError(nullptr);
+    CAPTURE(why);
+    CHECK(why.find("NCCL_LL_BUFFSIZE=") != std::string::npos);
+    CHECK(why.find("out of range [32768, 67108864]") != std::string::npos);
+  }
 }

@@ -51,6 +51,31 @@ TEST_CASE("topology: the machine's cores are the union of its ranks' CPU sets") 
   CHECK(count >= 1);
 }
 
+TEST_CASE("topology: LL slots between host ranks: 64 with a core each, more where ranks share cores, within a budget") {
+  // n ranks of one node and one machine on `cores` CPUs.
+  auto node = [](int n, int cores) {
+    std::vector<plexusPeerInfo_v1_t> peers(n);
+    std::vector<CpuMask> cpus(n);
+    for (int r = 0; r < n; r++) {
+      peers[r].hostHash = peers[r].machineHash = 1;
+      peers[r].pidHash = 10 + r;
+      for (int c = 0; c < cores; c++) cpus[r].bits[c / 64] |= 1ull << (c % 64);
+    }
+    return computeTopology(peers, cpus, 0);
+  };
+  CHECK(llHostSlots(node(2, 2), 1) == 64);  // a core each
+  CHECK(llHostSlots(node(4, 8), 2) == 64);
+  // Shared: 1024 slots of 4 KiB while the rank's connections (2 per other rank and channel) stay within 64 MiB.
+  CHECK(llHostSlots(node(4, 2), 1) == 1024);   // 6 connections: 24 MiB
+  CHECK(llHostSlots(node(8, 2), 1) == 1024);   // 14: 56 MiB
+  CHECK(llHostSlots(node(9, 2), 1) == 1024);   // 16: 64 MiB, the budget exactly
+  CHECK(llHostSlots(node(10, 2), 1) == 512);   // 18: 72 MiB at 1024, 36 at 512
+  CHECK(llHostSlots(node(16, 2), 1) == 512);   // 30: 120 MiB at 1024, 60 at 512
+  CHECK(llHostSlots(node(16, 2), 2) == 256);   // 60
+  CHECK(llHostSlots(node(64, 8), 1) == 128);   // 126: 63 MiB at 128
+  CHECK(llHostSlots(node(256, 8), 1) == 64);   // never below the default
+}
+
 TEST_CASE("topology: the protocols' figures: the host's own where every rank has a core, the defaults elsewhere") {
   // Two ranks of one machine, each on a core of its own.
   std::vector<plexusPeerInfo_v1_t> peers(2);

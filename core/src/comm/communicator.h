@@ -90,6 +90,7 @@ struct ncclComm {
   std::vector<void*> transportCommCtx;  // per transport: what its commInit made (nullptr: none)
   std::atomic<int> proxyConnections{0};  // connections the proxy progresses: launches wake it
   size_t buffSize = 0;  // Simple protocol bytes per connection
+  int llSlots = PLEXUS_LL_HOST_SLOTS;  // LL slots per connection between host-backend ranks (llSlotsInit)
 
   plexus::PlannerConfig planner;
   plexus::Tuning tuning;

@@ -184,6 +184,30 @@ class InitAffinity {
   bool restore_ = false;
 };
 
+// LL slots per connection between host-backend ranks (llSlotsAsked): NCCL_LL_BUFFSIZE's, else what the node's cores
+// and ranks call for (llHostSlots). Both sides of a connection must ask for the same: the smallest any rank proposes.
+ncclResult_t llSlotsInit(ncclComm* comm) {
+  const int64_t bytes = envInt("LL_BUFFSIZE", 0);
+  constexpr int64_t kMaxBytes = 64ll << 20;
+  if (bytes && (bytes < PLEXUS_LL_BUFF_BYTES || bytes > kMaxBytes))
+    return setError(comm, ncclInvalidArgument,
+                    "NCCL_LL_BUFFSIZE=%lld is out of range [%d, %lld]: the LL buffer holds from %d to %lld slots of %d "
+                    "bytes; set it in that range, or unset it for the default",
+                    (long long)bytes, PLEXUS_LL_BUFF_BYTES, (long long)kMaxBytes, PLEXUS_STEPS,
+                    (long long)(kMaxBytes / PLEXUS_LL_SLOT_BYTES), PLEXUS_LL_SLOT_BYTES);
+  int slots = llHostSlots(comm->topo, comm->channels.count);
+  if (bytes) {  // a power of two of slots, the most that fit
+    slots = PLEXUS_STEPS;
+    while ((int64_t)2 * slots * PLEXUS_LL_SLOT_BYTES <= bytes) slots *= 2;
+  }
+  std::vector<int> all(comm->nRanks);
+  all[comm->rank] = slots;
+  NCCLCHECK(comm->bootstrap->allGather(all.data(), sizeof(int)));
+  comm->llSlots = *std::min_element(all.begin(), all.end());
+  return ncclSuccess;
+}
+
+
 ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   debugSetThreadRank(comm->rank);
   if (comm->backend == plexusBackendCuda) {
@@ -243,6 +267,7 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   NCCLCHECK(comm->bootstrap->allGather(buffs.data(), sizeof(size_t)));
   comm->buffSize = *std::min_element(buffs.begin(), buffs.end());
   channelsInit(&comm->channels, *std::min_element(proposals.begin(), proposals.end()), comm->nRanks);
+  NCCLCHECK(llSlotsInit(comm));
 
   {
     bool none = false;
@@ -290,8 +315,9 @@ ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   NCCLCHECK(healthInit(comm));
 
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d device %d backend %s commId 0x%llx - Init COMPLETE"
-       " (%d channel(s), %zu B per connection)", (void*)comm, comm->rank, comm->nRanks, comm->topo.nNodes,
-       comm->topo.nLocalRanks, comm->device, comm->runtime->name(), (unsigned long long)comm->commHash, comm->channels.count, comm->buffSize);
+       " (%d channel(s), %zu B per connection, %d LL slots between host ranks)", (void*)comm, comm->rank, comm->nRanks,
+       comm->topo.nNodes, comm->topo.nLocalRanks, comm->device, comm->runtime->name(),
+       (unsigned long long)comm->commHash, comm->channels.count, comm->buffSize, comm->llSlots);
   return ncclSuccess;
 }
 

@@ -82,6 +82,10 @@ const std::vector<ParamInfo>& table() {
          "1: a CUDA communicator's threads run on its GPU's CPUs whatever the job's affinity", nullptr},
         {"LAUNCH_DELAY_US", I, "20", kFixed, kPlexus, kDoc,
          "how long a stream's worker leaves new work to a synchronizing thread", nullptr},
+        {"LL_BUFFSIZE", I, "256 KiB, up to 4 MiB where ranks outnumber cores", kComputed, kNccl, kDoc,
+         "LL-protocol bytes per connection between host ranks: slots of 4 KiB, a small operation each, that a rank "
+         "runs ahead of its receiver (K, M suffixes)",
+         nullptr},
         {"MAX_NCHANNELS", I, "32", kFixed, kNccl, kDoc, "most channels per communicator", nullptr},
         {"MIN_CHANNEL_BYTES", I, "524288", kFixed, kPlexus, kDoc, "smallest share of a collective worth a channel",
          nullptr},

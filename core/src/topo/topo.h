@@ -73,6 +73,13 @@ Topology computeTopology(const std::vector<plexusPeerInfo_v1_t>& peers, const st
 // channel is a thread block: one block moves a few tens of GB/s, a GPU's memory several TB/s).
 int channelCount(const Topology& t);
 
+// LL slots per connection between host-backend ranks when NCCL_LL_BUFFSIZE does not say: PLEXUS_LL_HOST_SLOTS, or
+// where the machine's ranks (nChannels host threads each) outnumber its cores up to kLLSharedSlots, as many as
+// kLLSharedBytes of LL buffer per rank allow over its connections with the node's other ranks, both ways.
+constexpr int kLLSharedSlots = 1024;
+constexpr int64_t kLLSharedBytes = 64ll << 20;
+int llHostSlots(const Topology& t, int nChannels);
+
 // What algorithm plugins are told of rank's view of t, with nChannels channels of buffSize bytes per
 // connection. The arrays point into t.
 plexusAlgoTopo_v1_t algoTopology(const Topology& t, int rank, int nChannels, size_t buffSize);

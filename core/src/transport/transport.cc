@@ -59,11 +59,11 @@ void proxyError(void* owner, const ProxyConnection& conn, ncclResult_t result, c
 }
 
 // LL slots of a connection with peer (what its LL buffer holds): host ranks run ahead of their receivers with more
-// than NCCL's (PLEXUS_LL_HOST_SLOTS); a CUDA rank, or a host rank with a CUDA peer, with NCCL's.
+// than NCCL's (comm->llSlots); a CUDA rank, or a host rank with a CUDA peer, with NCCL's.
 int llSlotsAsked(const ncclComm* comm, int peer) {
   const bool hostPair = comm->peerInfo[comm->rank].backend == plexusBackendHost &&
                         comm->peerInfo[peer].backend == plexusBackendHost;
-  return hostPair ? PLEXUS_LL_HOST_SLOTS : PLEXUS_STEPS;
+  return hostPair ? comm->llSlots : PLEXUS_STEPS;
 }
 
 // One call of the connector's connect: ncclInProgress while it waits for the peer. Once connected, a proxy-driven
