@@ -390,7 +390,7 @@ TEST_CASE("LL slots between host ranks: 1024 where the node's ranks outnumber it
   CHECK(harness::runThreads(4, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           int nChannels = 0;
           CHECK_NCCL(plexusCommChannelCount(comm, &nChannels));
-          // 4 ranks have 1024 slots' connections (6 per rank and channel, 4 MiB each) within the 64 MiB budget
+          // 4 ranks have 1024 slots' connections (6 per rank and channel, 4 MiB each) within the 32 MiB budget
           // wherever they share cores: that takes fewer than 8 cores, hence one channel.
           const int slots = nranks * nChannels > cores ? 1024 : 64;
           if (rank == 0) fprintf(stderr, "%d ranks, %d channel(s), %d cores: %d slots\n", nranks, nChannels, cores, slots);

@@ -65,15 +65,13 @@ TEST_CASE("topology: LL slots between host ranks: 64 with a core each, more wher
   };
   CHECK(llHostSlots(node(2, 2), 1) == 64);  // a core each
   CHECK(llHostSlots(node(4, 8), 2) == 64);
-  // Shared: 1024 slots of 4 KiB while the rank's connections (2 per other rank and channel) stay within 64 MiB.
-  CHECK(llHostSlots(node(4, 2), 1) == 1024);   // 6 connections: 24 MiB
-  CHECK(llHostSlots(node(8, 2), 1) == 1024);   // 14: 56 MiB
-  CHECK(llHostSlots(node(9, 2), 1) == 1024);   // 16: 64 MiB, the budget exactly
-  CHECK(llHostSlots(node(10, 2), 1) == 512);   // 18: 72 MiB at 1024, 36 at 512
-  CHECK(llHostSlots(node(16, 2), 1) == 512);   // 30: 120 MiB at 1024, 60 at 512
-  CHECK(llHostSlots(node(16, 2), 2) == 256);   // 60
-  CHECK(llHostSlots(node(64, 8), 1) == 128);   // 126: 63 MiB at 128
-  CHECK(llHostSlots(node(256, 8), 1) == 64);   // never below the default
+  // Shared: 1024 slots of 4 KiB while the rank's connections (2 per other rank and channel) stay within 32 MiB.
+  CHECK(llHostSlots(node(4, 2), 1) == 1024);  // 6 connections: 24 MiB
+  CHECK(llHostSlots(node(5, 2), 1) == 1024);  // 8: 32 MiB, the budget exactly
+  CHECK(llHostSlots(node(6, 2), 1) == 512);   // 10: 40 MiB at 1024, 20 at 512
+  CHECK(llHostSlots(node(16, 2), 1) == 256);  // 30: 60 MiB at 512, 30 at 256
+  CHECK(llHostSlots(node(16, 2), 2) == 128);  // 60: 30 MiB at 128
+  CHECK(llHostSlots(node(64, 8), 1) == 64);   // 126: 63 MiB at 128; never below the default
 }
 
 TEST_CASE("topology: the protocols' figures: the host's own where every rank has a core, the defaults elsewhere") {

@@ -132,8 +132,8 @@ int llHostSlots(const Topology& t, int nChannels) {
   if (!t.coresShared(nChannels)) return PLEXUS_LL_HOST_SLOTS;
   // Ranks that share a core wait for each other through the scheduler: a rank that leads (a root) runs as many small
   // operations as its receiver's slots hold, then yields its core. The more slots, the rarer the switch (4 ranks on
-  // 2 cores, 8 B Broadcast, us: 64 slots 1.15, 256 0.9, 1024 0.6; Reduce 1.0 -> 0.62 with 1024). A slot is 4 KiB and
-  // a small operation touches one page of it, so the budget bounds what a rank's connections come to hold.
+  // 2 cores, 8 B Broadcast, us: 64 slots 1.15, 256 0.9, 1024 0.6; Reduce 1.0 -> 0.62 with 1024). Transports reserve
+  // their buffers up front (p2p-nvlink: /dev/shm between processes, populated), hence a budget per rank.
   const int64_t conns = 2ll * nChannels * std::max(1, t.nLocalRanks - 1);
   int slots = kLLSharedSlots;
   while (slots > PLEXUS_LL_HOST_SLOTS && (int64_t)slots * PLEXUS_LL_SLOT_BYTES * conns > kLLSharedBytes) slots /= 2;

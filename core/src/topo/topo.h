@@ -77,7 +77,7 @@ int channelCount(const Topology& t);
 // where the machine's ranks (nChannels host threads each) outnumber its cores up to kLLSharedSlots, as many as
 // kLLSharedBytes of LL buffer per rank allow over its connections with the node's other ranks, both ways.
 constexpr int kLLSharedSlots = 1024;
-constexpr int64_t kLLSharedBytes = 64ll << 20;
+constexpr int64_t kLLSharedBytes = 32ll << 20;
 int llHostSlots(const Topology& t, int nChannels);
 
 // What algorithm plugins are told of rank's view of t, with nChannels channels of buffSize bytes per
