@@ -207,7 +207,6 @@ ncclResult_t llSlotsInit(ncclComm* comm) {
   return ncclSuccess;
 }
 
-
 ncclResult_t commInitImpl(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   debugSetThreadRank(comm->rank);
   if (comm->backend == plexusBackendCuda) {
