@@ -210,16 +210,21 @@ struct ThreadBarrier {
   int arrived[64] = {};
 };
 
-// The communicator the test needs, split from the harness's once this rank's environment says NCCL_LL_BUFFSIZE=bytes
-// (nullptr: unset), NCCL_PROTO=LL and NCCL_ALGO=ring.
-ncclComm_t splitWith(ncclComm_t comm, int rank, const char* bytes) {
-  matrix::ScopedEnv env;
+// What runsAhead's communicators are created with: NCCL_LL_BUFFSIZE=bytes (nullptr: unset), NCCL_PROTO=LL and
+// NCCL_ALGO=ring, their PLEXUS_ twins (which would win) unset.
+void runsAheadEnv(matrix::ScopedEnv& env, const char* bytes) {
   env.set("NCCL_LL_BUFFSIZE", bytes);
   env.set("PLEXUS_LL_BUFFSIZE", nullptr);
   env.set("NCCL_PROTO", "LL");
   env.set("PLEXUS_PROTO", nullptr);
   env.set("NCCL_ALGO", "ring");
   env.set("PLEXUS_ALGO", nullptr);
+}
+
+// The communicator the test needs, split from the harness's once this rank's environment is runsAheadEnv's.
+ncclComm_t splitWith(ncclComm_t comm, int rank, const char* bytes) {
+  matrix::ScopedEnv env;
+  runsAheadEnv(env, bytes);
   ncclComm_t split = nullptr;
   if (ncclCommSplit(comm, 0, rank, &split, nullptr) != ncclSuccess) {
     fprintf(stderr, "rank %d: ncclCommSplit: %s\n", rank, ncclGetLastError(comm));
@@ -363,12 +368,7 @@ TEST_CASE("NCCL_PROTO names an unknown protocol: init fails with a message") {
 
 TEST_CASE("LL slots between host ranks: a root runs NCCL_LL_BUFFSIZE's slots ahead of its receivers, no more") {
   matrix::ScopedEnv env;
-  env.set("NCCL_PROTO", "LL");
-  env.set("PLEXUS_PROTO", nullptr);
-  env.set("NCCL_ALGO", "ring");
-  env.set("PLEXUS_ALGO", nullptr);
-  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
-  env.set("NCCL_LL_BUFFSIZE", "65536");  // 16 slots of 4 KiB
+  runsAheadEnv(env, "65536");  // 16 slots of 4 KiB
   ThreadBarrier threads(2);
   CHECK(harness::runThreads(2, [&](int rank, int, ncclComm_t comm, cudaStream_t stream) {
           return runsAhead(rank, comm, stream, 16, [&](const char*) { return threads.wait(rank); });
@@ -377,12 +377,7 @@ TEST_CASE("LL slots between host ranks: a root runs NCCL_LL_BUFFSIZE's slots ahe
 
 TEST_CASE("LL slots between host ranks: 1024 where the node's ranks outnumber its cores, else 64") {
   matrix::ScopedEnv env;
-  env.set("NCCL_PROTO", "LL");
-  env.set("PLEXUS_PROTO", nullptr);
-  env.set("NCCL_ALGO", "ring");
-  env.set("PLEXUS_ALGO", nullptr);
-  env.set("PLEXUS_LL_BUFFSIZE", nullptr);
-  env.set("NCCL_LL_BUFFSIZE", nullptr);
+  runsAheadEnv(env, nullptr);
   cpu_set_t set;
   REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
   const int cores = CPU_COUNT(&set);
