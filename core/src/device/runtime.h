@@ -97,7 +97,9 @@ class DeviceRuntime {
   // fn(arg) runs once everything enqueued on stream before it has run.
   virtual ncclResult_t hostCallback(cudaStream_t stream, void (*fn)(void*), void* arg) = 0;
 
-  // Events: recorded on a stream, done once the stream's work before them is.
+  // Events: recorded on a stream, done once the stream's work before them is. One thread at a time records an event,
+  // and a record on another stream than its last comes after a wait for it (streamWaitEvent): the host backend's
+  // events rely on their records completing in order.
   virtual ncclResult_t eventCreate(void** event) = 0;
   virtual ncclResult_t eventRecord(void* event, cudaStream_t stream) = 0;
   // ncclSuccess when done, ncclInProgress while pending, an error if the work before it failed.

@@ -198,10 +198,10 @@ ncclResult_t enqueueTask(ncclComm* comm, const Task& task) {
   }
   if (profilerMask() & kProfileGroupApiTree) [[unlikely]]
     return enqueueProfiled(groupState(), comm, task);
-  comm->tasks.push_back(task);
   // Outside any group an operation is a group of one: plan it at once (a group outside a group has
   // no deferred inits, jobs or other communicators to wait for).
-  if (depth == 0) return planAndLaunch(comm);
+  if (depth == 0) return planAndLaunchOne(comm, task);
+  comm->tasks.push_back(task);
   if (!comm->inGroup) {
     comm->inGroup = true;
     groupState().comms.push_back(comm);

@@ -338,6 +338,98 @@ void profileEnqueued(ncclComm* comm, const Task& t, const Decision& d, uint64_t 
 
 }  // namespace
 
+namespace {
+
+// A work descriptor for task t as decided (d).
+void fillWork(ncclComm* comm, const Task& t, const Decision& d, plexusDevWork_v1_t* w) {
+  w->func = (uint8_t)t.func;
+  w->datatype = (uint8_t)t.datatype;
+  w->redop = (uint8_t)t.devOp;
+  w->proto = (uint8_t)d.proto;
+  w->channelLo = 0;
+  w->nChannels = (uint8_t)d.nChannels;
+  w->algorithm = (uint8_t)d.algo;
+  w->root = t.root;
+  w->peer = t.peer;
+  w->redOpArg = t.redOpArg;
+  w->flags = t.redOpArgIsPtr ? PLEXUS_WORK_REDOP_ARG_PTR : 0;
+  w->sendbuff = t.sendbuff;
+  w->recvbuff = t.recvbuff;
+  w->count = t.count;
+  w->chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
+  w->opSeq = comm->opCount++;
+  comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
+                                        protoName(d.proto), d.nChannels, d.chunkBytes, d.reason};
+  TRACE(NCCL_COLL,
+        "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d channel(s), chunk "
+        "%zu B",
+        funcName(t.func), (unsigned long long)w->opSeq, t.count, (int)t.datatype, (int)t.userOp, t.root, t.sendbuff,
+        t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol, d.nChannels, d.chunkBytes);
+}
+
+// Connects the peers of tasks' sends and receives, then launches tasks: kept collectives first (tasks[k] decided as
+// decisions[k] for k < kept), then the lowered collectives' and the application's sends and receives.
+ncclResult_t launchTasks(ncclComm* comm, std::vector<Task>& tasks, const std::vector<Decision>& decisions,
+                         size_t kept) {
+  if (!tasks.empty() && isP2p(tasks.back().func)) {
+    std::vector<ConnectRequest>& p2pConnectors = comm->plannedConnects;  // kept: no allocation once grown
+    p2pConnectors.clear();
+    for (const Task& t : tasks)
+      if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
+    NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
+  }
+  const int profMask = profilerMask();
+  ProfiledGroup group(comm, profMask);
+  size_t i = 0;
+  std::vector<plexusDevWork_v1_t>& works = comm->plannedWorks;
+  while (i < tasks.size()) {
+    // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo, and by what the
+    // point-to-point step loop holds on a channel where its sends and receives begin.
+    size_t j = i;
+    size_t limit = comm->workFifo->capacity() / 2;
+    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < limit) {
+      if (isP2p(tasks[j].func)) limit = std::min<size_t>(limit, j - i + PLEXUS_P2P_MAX_WORKS);
+      j++;
+    }
+    if (j < tasks.size() && tasks[j].unit && tasks[j].unit == tasks[j - 1].unit) {
+      size_t start = j - 1;  // a lowered collective's unit is not split over two launches
+      while (start > i && tasks[start - 1].unit == tasks[j].unit) start--;
+      if (start > i) j = start;
+    }
+    works.assign(j - i, plexusDevWork_v1_t{});
+    for (size_t k = 0; k < j - i; k++) {
+      const Task& t = tasks[i + k];
+      const Decision d = i + k < kept ? decisions[i + k]
+                                      : Decision{comm->p2pAlgo,
+                                                 t.count * typeSize(t.datatype) <= comm->planner.p2pLLThreshold
+                                                     ? PLEXUS_PROTO_LL
+                                                     : PLEXUS_PROTO_SIMPLE,
+                                                 1,
+                                                 comm->buffSize / PLEXUS_STEPS,
+                                                 0,
+                                                 t.unit && t.loweredBy ? t.loweredBy : "p2p"};
+      fillWork(comm, t, d, &works[k]);
+      if (profMask & (isP2p(t.func) ? kProfileP2pTree : kProfileCollTree)) [[unlikely]]
+        profileEnqueued(comm, t, d, works[k].opSeq, group.handle);
+    }
+    void* launch = nullptr;
+    if (profMask & ncclProfileKernelLaunch) [[unlikely]] {
+      ncclProfilerEventDescr_v6_t e{};
+      e.type = ncclProfileKernelLaunch;
+      e.parentObj = groupApiEvent();
+      e.kernelLaunch.stream = tasks[i].stream;
+      launch = profilerStart(comm, &e);
+    }
+    const ncclResult_t launched = comm->launcher->launch(tasks[i].stream, works.data(), (uint32_t)works.size());
+    profilerStop(comm, launch);
+    NCCLCHECK(launched);
+    i = j;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t planAndLaunch(ncclComm* comm) {
   // Connections made on demand and the launches belong to the communicator's device.
   DeviceGuard device(comm);
@@ -375,85 +467,29 @@ ncclResult_t planAndLaunch(ncclComm* comm) {
     tasks.erase(tasks.begin() + kept, tasks.begin() + nColl);
     tasks.insert(tasks.begin() + kept, lowered.begin(), lowered.end());
   }
-  if (!tasks.empty() && isP2p(tasks.back().func)) {
-    std::vector<ConnectRequest>& p2pConnectors = comm->plannedConnects;  // kept: no allocation once grown
-    p2pConnectors.clear();
-    for (const Task& t : tasks)
-      if (isP2p(t.func)) p2pConnectors.push_back({0, t.peer, t.func == ncclFuncSend});
-    NCCLCHECK(transportConnectP2p(comm, p2pConnectors));
+  return launchTasks(comm, tasks, decisions, kept);
+}
+
+ncclResult_t planAndLaunchOne(ncclComm* comm, const Task& t) {
+  // Sends and receives connect on demand, check mode exchanges signatures, and the profiler's events want the
+  // group's: the general path. A lone collective is most calls, and launches here without the group's vectors.
+  if (isP2p(t.func) || comm->planner.checkArgs || profilerMask()) {
+    comm->tasks.push_back(t);
+    return planAndLaunch(comm);
   }
-  const int profMask = profilerMask();
-  ProfiledGroup group(comm, profMask);
-  size_t i = 0;
-  std::vector<plexusDevWork_v1_t>& works = comm->plannedWorks;
-  while (i < tasks.size()) {
-    // One launch per run of consecutive tasks on the same stream, bounded by half the workFifo, and by what the
-    // point-to-point step loop holds on a channel where its sends and receives begin.
-    size_t j = i;
-    size_t limit = comm->workFifo->capacity() / 2;
-    while (j < tasks.size() && tasks[j].stream == tasks[i].stream && j - i < limit) {
-      if (isP2p(tasks[j].func)) limit = std::min<size_t>(limit, j - i + PLEXUS_P2P_MAX_WORKS);
-      j++;
-    }
-    if (j < tasks.size() && tasks[j].unit && tasks[j].unit == tasks[j - 1].unit) {
-      size_t start = j - 1;  // a lowered collective's unit is not split over two launches
-      while (start > i && tasks[start - 1].unit == tasks[j].unit) start--;
-      if (start > i) j = start;
-    }
-    works.assign(j - i, plexusDevWork_v1_t{});
-    for (size_t k = 0; k < j - i; k++) {
-      const Task& t = tasks[i + k];
-      // Kept collectives come first (decided above), then the lowered ones' and the application's sends and receives.
-      const Decision d = i + k < kept ? decisions[i + k]
-                                      : Decision{comm->p2pAlgo,
-                                                 t.count * typeSize(t.datatype) <= comm->planner.p2pLLThreshold
-                                                     ? PLEXUS_PROTO_LL
-                                                     : PLEXUS_PROTO_SIMPLE,
-                                                 1,
-                                                 comm->buffSize / PLEXUS_STEPS,
-                                                 0,
-                                                 t.unit && t.loweredBy ? t.loweredBy : "p2p"};
-      plexusDevWork_v1_t& w = works[k];
-      w.func = (uint8_t)t.func;
-      w.datatype = (uint8_t)t.datatype;
-      w.redop = (uint8_t)t.devOp;
-      w.proto = (uint8_t)d.proto;
-      w.channelLo = 0;
-      w.nChannels = (uint8_t)d.nChannels;
-      w.algorithm = (uint8_t)d.algo;
-      w.root = t.root;
-      w.peer = t.peer;
-      w.redOpArg = t.redOpArg;
-      w.flags = t.redOpArgIsPtr ? PLEXUS_WORK_REDOP_ARG_PTR : 0;
-      w.sendbuff = t.sendbuff;
-      w.recvbuff = t.recvbuff;
-      w.count = t.count;
-      w.chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
-      w.opSeq = comm->opCount++;
-      comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
-                                            protoName(d.proto), d.nChannels, d.chunkBytes, d.reason};
-      TRACE(NCCL_COLL,
-            "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d "
-            "channel(s), chunk %zu B",
-            funcName(t.func), (unsigned long long)w.opSeq, t.count, (int)t.datatype, (int)t.userOp, t.root, t.sendbuff,
-            t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol, d.nChannels, d.chunkBytes);
-      if (profMask & (isP2p(t.func) ? kProfileP2pTree : kProfileCollTree)) [[unlikely]]
-        profileEnqueued(comm, t, d, w.opSeq, group.handle);
-    }
-    void* launch = nullptr;
-    if (profMask & ncclProfileKernelLaunch) [[unlikely]] {
-      ncclProfilerEventDescr_v6_t e{};
-      e.type = ncclProfileKernelLaunch;
-      e.parentObj = groupApiEvent();
-      e.kernelLaunch.stream = tasks[i].stream;
-      launch = profilerStart(comm, &e);
-    }
-    const ncclResult_t launched = comm->launcher->launch(tasks[i].stream, works.data(), (uint32_t)works.size());
-    profilerStop(comm, launch);
-    NCCLCHECK(launched);
-    i = j;
+  DeviceGuard device(comm);
+  NCCLCHECK(device.result());
+  Decision d;
+  NCCLCHECK(decide(comm, t, &d));
+  if (lowersToP2p(comm, t, d)) [[unlikely]] {
+    std::vector<Task>& tasks = comm->plannedTasks;
+    tasks.clear();
+    lowerToP2p(comm, t, 1, d.reason, &tasks);
+    return launchTasks(comm, tasks, comm->plannedDecisions, 0);
   }
-  return ncclSuccess;
+  plexusDevWork_v1_t w{};
+  fillWork(comm, t, d, &w);
+  return comm->launcher->launch(t.stream, &w, 1);
 }
 
 }  // namespace plexus

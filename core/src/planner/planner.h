@@ -36,9 +36,12 @@ struct PlannerConfig {
 // Sets up tuning (tuning.h) and the planner's own knobs; a malformed value or rule fails init with a message.
 ncclResult_t plannerInit(ncclComm* comm);
 
-ncclResult_t planAndLaunch(ncclComm* comm);
-
 struct Task;
+
+// Launches the communicator's tasks (its group) and empties them.
+ncclResult_t planAndLaunch(ncclComm* comm);
+// Launches one operation made outside any group (the communicator has no tasks): planAndLaunch's result for it.
+ncclResult_t planAndLaunchOne(ncclComm* comm, const Task& task);
 // Estimated time in microseconds of one task under the decision the planner would make
 // (ncclGroupSimulateEnd); point-to-point, which no algorithm prices, as 2 us + bytes at 6 GB/s.
 float plannerEstimate(ncclComm* comm, const Task& task);

@@ -106,13 +106,17 @@ bool HostStream::tryRun(bool isWorker) {
       int expected = ncclSuccess;
       error_.compare_exchange_strong(expected, r);
     }
-    head_.store(h + 1);  // seq_cst: ordered before the check of wakeAt_
+    // Not seq_cst: a locked store here would wait for the operation's stores to reach the peers that read them (2
+    // ranks, 8 B Broadcast: a fifth of the receiver's cycles). A synchronizing thread that sleeps sets wakeAt_ first;
+    // this check sees it soon, and the one after the loop for certain.
+    head_.store(h + 1, std::memory_order_release);
     // Wake a synchronizing thread only when what it waits for is done: a wake-up per operation
     // would cost a context switch each.
-    if (h + 1 >= wakeAt_.load()) notifyDone();
+    if (h + 1 >= wakeAt_.load(std::memory_order_relaxed)) notifyDone();
   }
-  running_.store(false);  // seq_cst: ordered before the check of syncing_
-  if (isWorker && syncing_.load()) notifyDone();
+  running_.store(false);  // seq_cst: ordered before the checks of wakeAt_ and syncing_
+  // A thread asleep in synchronize saw running_ set: it has set wakeAt_, and takes the queue over from here.
+  if (wakeAt_.load() != UINT64_MAX || (isWorker && syncing_.load())) notifyDone();
   return true;
 }
 
@@ -223,7 +227,7 @@ ncclResult_t HostStream::synchronize() {
     uint64_t at = wakeAt_.load();
     while (target < at && !wakeAt_.compare_exchange_weak(at, target)) {
     }
-    // seq_cst: wakeAt_ is set before head_ and running_ are checked, as tryRun's stores and loads.
+    // seq_cst: wakeAt_ is set before running_ is checked; a runner that lets go after that check sees wakeAt_.
     if (head_.load() < target && running_.load()) doneCv_.wait_for(lock, std::chrono::milliseconds(10));
   }
   syncing_--;
