@@ -11,6 +11,7 @@
 
 #include <nccl.h>
 #include <plexus.h>
+#include <plexus/device/p2p.h>
 
 #include <algorithm>
 #include <chrono>
@@ -123,7 +124,15 @@ struct Setup {
   size_t buffSize = 4 << 20;
   int channels = 0;  // NCCL_MIN_NCHANNELS (with PLEXUS_MIN_CHANNEL_BYTES small): 0 = the default
   bool tree = false;  // NCCL_ALGO=tree: AllReduce's pipeline steps are single chunks
+  bool planner = true;  // NCCL_ALGO unset and one node: AlltoAll may run as one collective (algo-direct)
 };
+// AlltoAll runs as one collective (algo-direct) where the planner chooses and its blocks are below the size from which
+// sends and receives go zero-copy; as grouped sends and receives elsewhere.
+inline bool alltoAllDirect(const Setup& s, size_t blockBytes) {
+  return s.planner && blockBytes < PLEXUS_P2P_ZERO_COPY_MIN_BYTES;
+}
+// Whether coll's size classes follow point-to-point's slots: AlltoAll's follow the collective's where it may be one.
+inline bool sizedAsP2p(Coll c, const Setup& s) { return isP2p(c) && !(c == Coll::AlltoAll && s.planner); }
 inline Setup currentSetup() {
   Setup s;
   const char* proto = getenv("NCCL_PROTO");
@@ -137,6 +146,9 @@ inline Setup currentSetup() {
   if (channels) s.channels = atoi(channels);
   const char* algo = getenv("NCCL_ALGO");
   s.tree = algo && strcmp(algo, "tree") == 0;
+  // runProcesses' nodes name themselves plexus-test-node<k>; algo-direct serves one node only.
+  const char* host = getenv("PLEXUS_HOSTID");
+  s.planner = !algo && !(host && strncmp(host, "plexus-test-node", 16) == 0);
   return s;
 }
 inline const char* protoName(const Setup& s) {
@@ -149,15 +161,15 @@ inline const char* protoName(const Setup& s) {
 // matrix's NCCL_BUFFSIZE); point-to-point (Simple whatever NCCL_PROTO says, LL up to 64 B): one slot.
 inline size_t chunkBytes(Coll c, const Setup& s) {
   const size_t step = s.buffSize / PLEXUS_STEPS;
-  if (isP2p(c)) return step;
+  if (sizedAsP2p(c, s)) return step;
   if (s.proto == PLEXUS_PROTO_LL) return (size_t)PLEXUS_LL_SLOT_LINES * 8;
   if (s.proto == PLEXUS_PROTO_LL128) return std::min<size_t>(PLEXUS_LL128_SLOT_LINES, step / 128) * 120;
   return step * 2;
 }
 // Chunks a connector holds before its slots wrap around (LL: the LL slots runOne sets, PLEXUS_LL_HOST_SLOTS).
 inline size_t chunksPerConnector(Coll c, const Setup& s) {
-  if (!isP2p(c) && s.proto == PLEXUS_PROTO_LL) return PLEXUS_LL_HOST_SLOTS;
-  return isP2p(c) || s.proto != PLEXUS_PROTO_SIMPLE ? PLEXUS_STEPS : PLEXUS_STEPS / 2;
+  if (!sizedAsP2p(c, s) && s.proto == PLEXUS_PROTO_LL) return PLEXUS_LL_HOST_SLOTS;
+  return sizedAsP2p(c, s) || s.proto != PLEXUS_PROTO_SIMPLE ? PLEXUS_STEPS : PLEXUS_STEPS / 2;
 }
 // Count at which a new pipeline step begins: the chunk in elements, or for AllReduce on the ring
 // (whose loop covers nranks chunks) nranks of them. The per-rank count for AllGather, ReduceScatter, AlltoAll,
@@ -560,8 +572,15 @@ inline void runCase(const RankCtx& x, const Case& k, Wrong& w) {
     plexusDecision_t d;
     MATRIX_CALL(w, plexusCommLastDecision(x.comm, &d));
     w.algo = d.algorithm;
-    // A collective the tuner gave to algo-p2p (a large AllGather, a two-rank Broadcast) runs as sends and receives.
-    const bool asP2p = isP2p(k.coll) || w.algo == "p2p";
+    // A collective the tuner gave to algo-p2p (a large AllGather, a two-rank Broadcast) runs as sends and receives;
+    // a small AlltoAll as one collective.
+    const bool direct = k.coll == Coll::AlltoAll && alltoAllDirect(x.setup, bytes);
+    const bool asP2p = (isP2p(k.coll) && !direct) || w.algo == "p2p";
+    if (k.coll == Coll::AlltoAll && (w.algo == "direct") != direct) {
+      w.plan++;
+      if (w.why.empty()) w.why = "AlltoAll of " + std::to_string(bytes) + " B blocks ran on " + w.algo +
+                                 "; the matrix assumes " + (direct ? "direct" : "p2p");
+    }
     // Sends and receives of up to NCCL_P2P_LL_THRESHOLD bytes (64 by default) are LL, whatever NCCL_PROTO says.
     const char* proto = !asP2p ? protoName(x.setup) : bytes <= 64 ? "LL" : "Simple";
     const size_t chunk = asP2p ? x.setup.buffSize / PLEXUS_STEPS : chunkBytes(k.coll, x.setup);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -120,6 +121,24 @@ long all(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
 
 harness::Scenario processP2p("p2p-all", all);
 
+// ncclAlltoAll of count int32 per block: every element, and which algorithm ran it (plexusCommLastDecision).
+long alltoAllRunsOn(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count, const char* algo) {
+  std::vector<int32_t> send(count * nranks), recv(count * nranks, -1);
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < count; i++) send[p * count + i] = value(rank, p, i);
+  CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), count, ncclInt32, comm, stream));
+  plexusDecision_t d{};
+  CHECK_NCCL(plexusCommLastDecision(comm, &d));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  long bad = 0;
+  for (int p = 0; p < nranks; p++) bad += checkBuf(recv, p * count, count, p, rank, "ncclAlltoAll");
+  if (strcmp(d.algorithm, algo) != 0) {
+    fprintf(stderr, "rank %d: ncclAlltoAll of %zu B blocks ran on %s, expected %s\n", rank, count * 4, d.algorithm, algo);
+    bad++;
+  }
+  return bad;
+}
+
 }  // namespace
 
 TEST_CASE("p2p: grouped send/recv patterns, AlltoAll, Gather, Scatter with ranks as threads") {
@@ -149,6 +168,26 @@ TEST_CASE("p2p: small connector buffers, many slices per message") {
   });
   unsetenv("PLEXUS_BUFFSIZE");
   CHECK(bad == 0);
+}
+
+TEST_CASE("AlltoAll: one collective (algo-direct) below 64 KiB blocks, else grouped sends and receives") {
+  // 16383 int32: 4 bytes under PLEXUS_P2P_ZERO_COPY_MIN_BYTES; 16384 from it on, where a send goes zero-copy.
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    CHECK(harness::runThreads(n, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            return alltoAllRunsOn(rank, nranks, comm, stream, 1, "direct") +
+                   alltoAllRunsOn(rank, nranks, comm, stream, 1031, "direct") +
+                   alltoAllRunsOn(rank, nranks, comm, stream, 16383, "direct") +
+                   alltoAllRunsOn(rank, nranks, comm, stream, 16384, "p2p");
+          }) == 0);
+  }
+  // Where NCCL_ALGO leaves direct out, no algorithm serves AlltoAll: sends and receives, as NCCL runs it.
+  setenv("NCCL_ALGO", "ring", 1);
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          return alltoAllRunsOn(rank, nranks, comm, stream, 1, "p2p") +
+                 alltoAllRunsOn(rank, nranks, comm, stream, 1031, "p2p");
+        }) == 0);
+  unsetenv("NCCL_ALGO");
 }
 
 TEST_CASE("p2p: bad arguments") {

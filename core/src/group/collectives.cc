@@ -293,6 +293,15 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
     r = setError(comm, ncclInvalidArgument, "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported");
   if (r != ncclSuccess) return refuse(r);
   const size_t bytes = count * typeSize(datatype);
+  if (count > 0 && alltoAllAsCollective(comm, bytes)) {
+    Task t = probe;
+    t.func = ncclFuncAlltoAll;
+    t.sendbuff = sendbuff;
+    t.recvbuff = recvbuff;
+    t.devOp = plexusDevSum;
+    t.root = t.peer = -1;
+    return enqueueTask(comm, t);
+  }
   return grouped([&]() -> ncclResult_t {
     for (int p = 0; p < comm->nRanks; p++) {
       NCCLCHECK(enqueueP2p(comm, probe, ncclFuncSend, (const char*)sendbuff + p * bytes, p));

@@ -42,6 +42,10 @@ struct Task;
 ncclResult_t planAndLaunch(ncclComm* comm);
 // Launches one operation made outside any group (the communicator has no tasks): planAndLaunch's result for it.
 ncclResult_t planAndLaunchOne(ncclComm* comm, const Task& task);
+// Whether ncclAlltoAll of bytesPerPeer per rank runs as one collective (an algorithm serves it: algo-direct within a
+// node) rather than as NCCL runs it, grouped sends and receives. The same answer on every rank.
+bool alltoAllAsCollective(ncclComm* comm, size_t bytesPerPeer);
+
 // Estimated time in microseconds of one task under the decision the planner would make
 // (ncclGroupSimulateEnd); point-to-point, which no algorithm prices, as 2 us + bytes at 6 GB/s.
 float plannerEstimate(ncclComm* comm, const Task& task);

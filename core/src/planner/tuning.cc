@@ -97,8 +97,16 @@ struct Candidate {
   float timeUs;
 };
 
-std::vector<Candidate> candidates(const Tuning& t, ncclFunc_t func, size_t bytes, int nChannels) {
-  std::vector<Candidate> out;
+// Where tuningDecide keeps its last decision for (func, bytes).
+template <typename T>
+auto& cacheSlot(T& t, ncclFunc_t func, size_t bytes) {
+  return t.cache[(bytes * 0x9E3779B97F4A7C15ull >> 58) ^ (size_t)func];
+}
+
+// Calls fn(candidate) for each (allowed algorithm, protocol) whose cost model takes func of bytes, until fn returns
+// false.
+template <typename Fn>
+void forEachCandidate(const Tuning& t, ncclFunc_t func, size_t bytes, int nChannels, Fn&& fn) {
   for (int a = 0; a < (int)t.algos->size(); a++) {
     const AlgoInstance& inst = (*t.algos)[a];
     const AlgoApi* api = inst.plugin->api.get();
@@ -108,9 +116,22 @@ std::vector<Candidate> candidates(const Tuning& t, ncclFunc_t func, size_t bytes
       if (!(t.protoMask & api->protoMask & (1u << p))) continue;
       float us = -1;
       if (api->cost(inst.ctx, func, p, bytes, ch, &us) != ncclSuccess || !(us >= 0)) continue;
-      out.push_back(Candidate{a, p, ch, us});
+      if (!fn(Candidate{a, p, ch, us})) return;
     }
   }
+}
+
+// Channels: enough that each carries a worthwhile share, no more than the communicator has.
+int channelsFor(const Tuning& t, size_t bytes) {
+  return (int)std::clamp<size_t>(bytes / t.minChannelBytes, 1, (size_t)t.nChannels);
+}
+
+std::vector<Candidate> candidates(const Tuning& t, ncclFunc_t func, size_t bytes, int nChannels) {
+  std::vector<Candidate> out;
+  forEachCandidate(t, func, bytes, nChannels, [&](const Candidate& c) {
+    out.push_back(c);
+    return true;
+  });
   return out;
 }
 
@@ -317,15 +338,23 @@ std::string tuningInputs(const Tuning& t) {
   return s + tail;  // by content: the file's path may differ between nodes
 }
 
+bool tuningServes(const Tuning& t, ncclFunc_t func, size_t bytes) {
+  if (const Tuning::Cached& c = cacheSlot(t, func, bytes); c.func == (int)func && c.bytes == bytes) return true;  // decided
+  bool any = false;
+  forEachCandidate(t, func, bytes, channelsFor(t, bytes), [&](const Candidate&) {
+    any = true;
+    return false;  // one is enough
+  });
+  return any;
+}
+
 ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d) {
-  Tuning::Cached& cached = t.cache[(bytes * 0x9E3779B97F4A7C15ull >> 58) ^ (size_t)func];
+  Tuning::Cached& cached = cacheSlot(t, func, bytes);
   if (cached.func == (int)func && cached.bytes == bytes) {
     *d = cached.decision;
     return ncclSuccess;
   }
-  // Channels: enough that each carries a worthwhile share, no more than the communicator has.
-  const int nChannels = (int)std::clamp<size_t>(bytes / t.minChannelBytes, 1, (size_t)t.nChannels);
-  const std::vector<Candidate> cs = candidates(t, func, bytes, nChannels);
+  const std::vector<Candidate> cs = candidates(t, func, bytes, channelsFor(t, bytes));
   const Candidate* pick = nullptr;
   std::string why;
   int channels = 0;

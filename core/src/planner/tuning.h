@@ -84,5 +84,8 @@ std::string tuningInputs(const Tuning& t);
 
 // The decision for one operation of `bytes` (NCCL's size for func).
 ncclResult_t tuningDecide(Tuning& t, ncclFunc_t func, size_t bytes, Decision* d);
+// Whether an allowed algorithm's cost model takes func of `bytes`: for an operation that has another way to run where
+// none does (AlltoAll: grouped sends and receives), so that tuningDecide is asked only where it can answer.
+bool tuningServes(const Tuning& t, ncclFunc_t func, size_t bytes);
 
 }  // namespace plexus

@@ -50,7 +50,8 @@ ncclResult_t directSetProtocols(void* ctx, const plexusAlgoProtocols_v2_t* proto
 // where the node's ranks share cores every other rank has to run before the step completes, a hop
 // each), plus the bytes the busiest rank puts on its links (nBytes is NCCL's size for func):
 //   AllReduce, Broadcast, Reduce  (n-1) * nBytes   (every rank, or root, talks to every other)
-//   AllGather, ReduceScatter      (n-1)/n * nBytes (as a ring, in one hop)
+//   AllGather, ReduceScatter,     (n-1)/n * nBytes (as a ring, in one hop)
+//   AlltoAll
 // at 70% of a ring's link bandwidth: every rank copies and reduces whole buffers, not parts (an AllReduce of two
 // ranks excepted, below). LL and LL128 by the core's figures (setProtocols).
 ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, int nChannels, float* timeUs) {
@@ -67,7 +68,8 @@ ncclResult_t directCost(void* ctx, ncclFunc_t func, int proto, size_t nBytes, in
     case ncclFuncBroadcast:
     case ncclFuncReduce: linkBytes = (float)(n - 1) * bytes; break;
     case ncclFuncAllGather:
-    case ncclFuncReduceScatter: linkBytes = (float)(n - 1) / n * bytes; break;
+    case ncclFuncReduceScatter:
+    case ncclFuncAlltoAll: linkBytes = (float)(n - 1) / n * bytes; break;
     default: return ncclSuccess;
   }
   if (n == 1) {
@@ -110,7 +112,7 @@ extern "C" __attribute__((visibility("default"))) const plexusAlgo_v2_t plexusAl
     sizeof(plexusAlgo_v2_t),
     "direct",
     (1u << ncclFuncAllReduce) | (1u << ncclFuncBroadcast) | (1u << ncclFuncReduce) | (1u << ncclFuncAllGather) |
-        (1u << ncclFuncReduceScatter),
+        (1u << ncclFuncReduceScatter) | (1u << ncclFuncAlltoAll),
     (1u << PLEXUS_PROTO_SIMPLE) | (1u << PLEXUS_PROTO_LL) | (1u << PLEXUS_PROTO_LL128),
     directInit,
     directBuildGraph,

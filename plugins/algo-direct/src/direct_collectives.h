@@ -174,7 +174,40 @@ PLEXUS_HD void runAllGather(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_
   }
 }
 
-PLEXUS_HD bool isCopyFunc(int func) { return func == ncclFuncBroadcast || func == ncclFuncAllGather; }
+/* Block q of sendbuff goes to rank q, block q of recvbuff comes from it (count elements each; never in place). Each
+ * chunk goes out to every peer before this rank waits for the peers' own, so that no two ranks wait on each other. */
+template <typename T>
+PLEXUS_HD void runAlltoAll(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, const plexusDevWork_v1_t* w,
+                           int tid, int nthreads) {
+  const size_t count = w->count;
+  size_t off, n, chunk;
+  part<T>(w, ch, count, &off, &n, &chunk);
+  if (n == 0) return;
+  const int rank = comm->rank;
+  const T* src = (const T*)w->sendbuff;
+  T* dst = (T*)w->recvbuff;
+  const Peers peers = otherRanks(comm);
+  for (size_t base = 0; base < n; base += chunk) {
+    const size_t o = off + base, m = minSize(chunk, n - base);
+    for (int i = 0; i < peers.n; i++) {
+      const int q = peers.ranks[i];
+      Prims<T, FuncSum<T>> to(comm, ch, tid, nthreads, w->proto, nullptr, 0, &q, 1, w->sendbuff, nullptr, 0);
+      to.send((size_t)q * count + o, m);
+      if (!to.ok()) return;
+    }
+    localCopy<T, FuncSum<T>>(w, tid, nthreads, src + (size_t)rank * count + o, dst + (size_t)rank * count + o, m, false);
+    for (int i = 0; i < peers.n; i++) {
+      const int q = peers.ranks[i];
+      Prims<T, FuncSum<T>> from(comm, ch, tid, nthreads, w->proto, &q, 1, nullptr, 0, nullptr, w->recvbuff, 0);
+      from.recv((size_t)q * count + o, m);
+      if (!from.ok()) return;
+    }
+  }
+}
+
+PLEXUS_HD bool isCopyFunc(int func) {
+  return func == ncclFuncBroadcast || func == ncclFuncAllGather || func == ncclFuncAlltoAll;
+}
 
 /* The collectives that reduce (AllReduce, Reduce, ReduceScatter) for (T, F); false for another func. */
 template <typename T, typename F>
@@ -188,7 +221,7 @@ PLEXUS_HD_OUTLINE bool runReducing(const plexusDevComm_v1_t* comm, plexusDevChan
   return false;
 }
 
-/* Broadcast and AllGather, which only move bytes, on C, one of CopyType's unsigned types; false for
+/* Broadcast, AllGather and AlltoAll, which only move bytes, on C, one of CopyType's unsigned types; false for
  * another func. */
 template <typename C>
 PLEXUS_HD_OUTLINE bool runCopying(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch,
@@ -196,6 +229,7 @@ PLEXUS_HD_OUTLINE bool runCopying(const plexusDevComm_v1_t* comm, plexusDevChann
   switch (w->func) {
     case ncclFuncBroadcast: runBroadcast<C>(comm, ch, w, tid, nthreads); return true;
     case ncclFuncAllGather: runAllGather<C>(comm, ch, w, tid, nthreads); return true;
+    case ncclFuncAlltoAll: runAlltoAll<C>(comm, ch, w, tid, nthreads); return true;
   }
   return false;
 }
