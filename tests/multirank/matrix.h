@@ -12,6 +12,7 @@
 #include <nccl.h>
 #include <plexus.h>
 #include <plexus/device/p2p.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -124,7 +125,8 @@ struct Setup {
   size_t buffSize = 4 << 20;
   int channels = 0;  // NCCL_MIN_NCHANNELS (with PLEXUS_MIN_CHANNEL_BYTES small): 0 = the default
   bool tree = false;  // NCCL_ALGO=tree: AllReduce's pipeline steps are single chunks
-  bool planner = true;  // NCCL_ALGO unset and one node: AlltoAll may run as one collective (algo-direct)
+  // NCCL_ALGO unset, one node, a core per rank's channel: AlltoAll may run as one collective (algo-direct)
+  bool planner = true;
 };
 // AlltoAll runs as one collective (algo-direct) where the planner chooses and its blocks are below the size from which
 // sends and receives go zero-copy; as grouped sends and receives elsewhere.
@@ -133,7 +135,7 @@ inline bool alltoAllDirect(const Setup& s, size_t blockBytes) {
 }
 // Whether coll's size classes follow point-to-point's slots: AlltoAll's follow the collective's where it may be one.
 inline bool sizedAsP2p(Coll c, const Setup& s) { return isP2p(c) && !(c == Coll::AlltoAll && s.planner); }
-inline Setup currentSetup() {
+inline Setup currentSetup(ncclComm_t comm, int nranks) {
   Setup s;
   const char* proto = getenv("NCCL_PROTO");
   const char* buff = getenv("NCCL_BUFFSIZE");
@@ -149,6 +151,12 @@ inline Setup currentSetup() {
   // runProcesses' nodes name themselves plexus-test-node<k>; algo-direct serves one node only.
   const char* host = getenv("PLEXUS_HOSTID");
   s.planner = !algo && !(host && strncmp(host, "plexus-test-node", 16) == 0);
+  // Where the node's ranks (each with its channels) outnumber its cores, AlltoAll stays sends and receives.
+  int nChannels = 1;
+  cpu_set_t cpus;
+  if (plexusCommChannelCount(comm, &nChannels) == ncclSuccess && sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
+      nranks * nChannels > CPU_COUNT(&cpus))
+    s.planner = false;
   return s;
 }
 inline const char* protoName(const Setup& s) {
@@ -578,8 +586,9 @@ inline void runCase(const RankCtx& x, const Case& k, Wrong& w) {
     const bool asP2p = (isP2p(k.coll) && !direct) || w.algo == "p2p";
     if (k.coll == Coll::AlltoAll && (w.algo == "direct") != direct) {
       w.plan++;
-      if (w.why.empty()) w.why = "AlltoAll of " + std::to_string(bytes) + " B blocks ran on " + w.algo +
-                                 "; the matrix assumes " + (direct ? "direct" : "p2p");
+      if (w.why.empty())
+        w.why = "AlltoAll of " + std::to_string(bytes) + " B blocks ran on " + w.algo + "; the matrix assumes " +
+                (direct ? "direct" : "p2p");
     }
     // Sends and receives of up to NCCL_P2P_LL_THRESHOLD bytes (64 by default) are LL, whatever NCCL_PROTO says.
     const char* proto = !asP2p ? protoName(x.setup) : bytes <= 64 ? "LL" : "Simple";
@@ -604,7 +613,7 @@ inline void runCase(const RankCtx& x, const Case& k, Wrong& w) {
 // number of problems.
 inline long runRank(Coll c, const Plan& plan, const char* mode, int rank, int nranks, ncclComm_t comm,
                     cudaStream_t stream) {
-  RankCtx x{rank, nranks, comm, stream, currentSetup(), mode};
+  RankCtx x{rank, nranks, comm, stream, currentSetup(comm, nranks), mode};
   constexpr int kMaxReports = 20;
   int reports = 0;
   long bad = 0, badCases = 0;

@@ -2,6 +2,7 @@
 // (AlltoAll, Gather, Scatter). Every element checked.
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -133,7 +134,8 @@ long alltoAllRunsOn(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, 
   long bad = 0;
   for (int p = 0; p < nranks; p++) bad += checkBuf(recv, p * count, count, p, rank, "ncclAlltoAll");
   if (strcmp(d.algorithm, algo) != 0) {
-    fprintf(stderr, "rank %d: ncclAlltoAll of %zu B blocks ran on %s, expected %s\n", rank, count * 4, d.algorithm, algo);
+    fprintf(stderr, "rank %d: ncclAlltoAll of %zu B blocks ran on %s, expected %s\n", rank, count * 4, d.algorithm,
+            algo);
     bad++;
   }
   return bad;
@@ -170,14 +172,21 @@ TEST_CASE("p2p: small connector buffers, many slices per message") {
   CHECK(bad == 0);
 }
 
-TEST_CASE("AlltoAll: one collective (algo-direct) below 64 KiB blocks, else grouped sends and receives") {
+TEST_CASE("AlltoAll: one collective below 64 KiB blocks where each rank has a core, else sends and receives") {
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  const int cores = CPU_COUNT(&set);
   // 16383 int32: 4 bytes under PLEXUS_P2P_ZERO_COPY_MIN_BYTES; 16384 from it on, where a send goes zero-copy.
   for (int n : {2, 3}) {
     CAPTURE(n);
-    CHECK(harness::runThreads(n, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-            return alltoAllRunsOn(rank, nranks, comm, stream, 1, "direct") +
-                   alltoAllRunsOn(rank, nranks, comm, stream, 1031, "direct") +
-                   alltoAllRunsOn(rank, nranks, comm, stream, 16383, "direct") +
+    CHECK(harness::runThreads(n, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            int nChannels = 0;
+            CHECK_NCCL(plexusCommChannelCount(comm, &nChannels));
+            const char* small = nranks * nChannels > cores ? "p2p" : "direct";
+            if (rank == 0) fprintf(stderr, "%d ranks, %d channel(s), %d cores: %s\n", nranks, nChannels, cores, small);
+            return alltoAllRunsOn(rank, nranks, comm, stream, 1, small) +
+                   alltoAllRunsOn(rank, nranks, comm, stream, 1031, small) +
+                   alltoAllRunsOn(rank, nranks, comm, stream, 16383, small) +
                    alltoAllRunsOn(rank, nranks, comm, stream, 16384, "p2p");
           }) == 0);
   }

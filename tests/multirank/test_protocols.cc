@@ -89,7 +89,7 @@ std::vector<size_t> boundaryBytes(const std::string& proto) {
 // rounded up to whole elements. Every element, guard byte and untouched input is checked (matrix.h),
 // and that the planner ran the forced protocol with its chunk.
 long boundaryMatrix(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-  matrix::RankCtx x{rank, nranks, comm, stream, matrix::currentSetup(), "ranks"};
+  matrix::RankCtx x{rank, nranks, comm, stream, matrix::currentSetup(comm, nranks), "ranks"};
   const char* proto = getenv("NCCL_PROTO");
   long bad = 0;
   int reports = 0;

@@ -28,7 +28,7 @@ namespace plexus {
 struct TuningRule {
   int number = 0;  // 1-based position in "tuning"
   int line = 0;    // where it starts in the file
-  int func = -1;   // ncclFunc_t; -1: any of the five NCCL tunes (AllReduce ... ReduceScatter), not AlltoAll
+  int func = -1;   // ncclFunc_t; -1: any of NCCL's five collectives (Broadcast ... AllReduce), not AlltoAll
   uint64_t bytesLo = 0, bytesHi = UINT64_MAX;  // [lo, hi) of NCCL's size of the operation
   int nranksLo = 1, nranksHi = INT_MAX;        // [lo, hi]
   int nnodesLo = 1, nnodesHi = INT_MAX;        // [lo, hi]
@@ -38,8 +38,8 @@ struct TuningRule {
   uint64_t chunkBytes = 0;                     // 0: the planner's
 
   bool matches(int f, uint64_t bytes, int nRanks, int nNodes) const {
-    return (func < 0 ? f <= ncclFuncAllReduce : func == f) && bytes >= bytesLo && bytes < bytesHi && nRanks >= nranksLo &&
-           nRanks <= nranksHi && nNodes >= nnodesLo && nNodes <= nnodesHi;
+    return (func < 0 ? f <= ncclFuncAllReduce : func == f) && bytes >= bytesLo && bytes < bytesHi &&
+           nRanks >= nranksLo && nRanks <= nranksHi && nNodes >= nnodesLo && nNodes <= nnodesHi;
   }
 };
 

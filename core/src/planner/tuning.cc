@@ -339,7 +339,8 @@ std::string tuningInputs(const Tuning& t) {
 }
 
 bool tuningServes(const Tuning& t, ncclFunc_t func, size_t bytes) {
-  if (const Tuning::Cached& c = cacheSlot(t, func, bytes); c.func == (int)func && c.bytes == bytes) return true;  // decided
+  if (const Tuning::Cached& c = cacheSlot(t, func, bytes); c.func == (int)func && c.bytes == bytes)
+    return true;  // decided before
   bool any = false;
   forEachCandidate(t, func, bytes, channelsFor(t, bytes), [&](const Candidate&) {
     any = true;

@@ -195,7 +195,8 @@ PLEXUS_HD void runAlltoAll(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t
       to.send((size_t)q * count + o, m);
       if (!to.ok()) return;
     }
-    localCopy<T, FuncSum<T>>(w, tid, nthreads, src + (size_t)rank * count + o, dst + (size_t)rank * count + o, m, false);
+    const size_t own = (size_t)rank * count + o;
+    localCopy<T, FuncSum<T>>(w, tid, nthreads, src + own, dst + own, m, false);
     for (int i = 0; i < peers.n; i++) {
       const int q = peers.ranks[i];
       Prims<T, FuncSum<T>> from(comm, ch, tid, nthreads, w->proto, &q, 1, nullptr, 0, nullptr, w->recvbuff, 0);
