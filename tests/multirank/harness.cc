@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <spawn.h>
@@ -98,6 +99,14 @@ bool processBarrier(int rank, int nranks, const char* tag, int timeoutSec, int a
   return true;
 }
 
+CoreUse coreUse(ncclComm_t comm, int nranks) {
+  CoreUse u;
+  cpu_set_t set;
+  u.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (plexusCommChannelCount(comm, &u.channels) != ncclSuccess) u.channels = 1;
+  u.shared = nranks * u.channels > u.cores;
+  return u;
+}
 
 int runProcesses(const std::string& name, int nranks, int timeoutSec, int ranksPerNode) {
   ncclUniqueId id;

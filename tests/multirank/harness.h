@@ -35,6 +35,14 @@ struct Scenario {
 // processes started by runProcesses.
 bool processBarrier(int rank, int nranks, const char* tag, int timeoutSec = 60, int absentRank = -1);
 
+// This process's cores (its CPU set), comm's channels, and whether nranks ranks of one machine, each running its
+// channels, outnumber those cores: the planner's test (Topology::coresShared) for the sizes it picks by it.
+struct CoreUse {
+  int cores = 0, channels = 0;
+  bool shared = false;
+};
+CoreUse coreUse(ncclComm_t comm, int nranks);
+
 // If argv asks for a child rank, runs it and returns its exit code; otherwise -1.
 int maybeRunChild(int argc, char** argv);
 

@@ -12,7 +12,6 @@
 #include <nccl.h>
 #include <plexus.h>
 #include <plexus/device/p2p.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -126,15 +125,15 @@ struct Setup {
   int channels = 0;  // NCCL_MIN_NCHANNELS (with PLEXUS_MIN_CHANNEL_BYTES small): 0 = the default
   bool tree = false;  // NCCL_ALGO=tree: AllReduce's pipeline steps are single chunks
   // NCCL_ALGO unset, one node, a core per rank's channel: AlltoAll may run as one collective (algo-direct)
-  bool planner = true;
+  bool directAlltoAll = true;
 };
 // AlltoAll runs as one collective (algo-direct) where the planner chooses and its blocks are below the size from which
 // sends and receives go zero-copy; as grouped sends and receives elsewhere.
 inline bool alltoAllDirect(const Setup& s, size_t blockBytes) {
-  return s.planner && blockBytes < PLEXUS_P2P_ZERO_COPY_MIN_BYTES;
+  return s.directAlltoAll && blockBytes < PLEXUS_P2P_ZERO_COPY_MIN_BYTES;
 }
 // Whether coll's size classes follow point-to-point's slots: AlltoAll's follow the collective's where it may be one.
-inline bool sizedAsP2p(Coll c, const Setup& s) { return isP2p(c) && !(c == Coll::AlltoAll && s.planner); }
+inline bool sizedAsP2p(Coll c, const Setup& s) { return isP2p(c) && !(c == Coll::AlltoAll && s.directAlltoAll); }
 inline Setup currentSetup(ncclComm_t comm, int nranks) {
   Setup s;
   const char* proto = getenv("NCCL_PROTO");
@@ -150,13 +149,9 @@ inline Setup currentSetup(ncclComm_t comm, int nranks) {
   s.tree = algo && strcmp(algo, "tree") == 0;
   // runProcesses' nodes name themselves plexus-test-node<k>; algo-direct serves one node only.
   const char* host = getenv("PLEXUS_HOSTID");
-  s.planner = !algo && !(host && strncmp(host, "plexus-test-node", 16) == 0);
   // Where the node's ranks (each with its channels) outnumber its cores, AlltoAll stays sends and receives.
-  int nChannels = 1;
-  cpu_set_t cpus;
-  if (plexusCommChannelCount(comm, &nChannels) == ncclSuccess && sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
-      nranks * nChannels > CPU_COUNT(&cpus))
-    s.planner = false;
+  s.directAlltoAll =
+      !algo && !(host && strncmp(host, "plexus-test-node", 16) == 0) && !harness::coreUse(comm, nranks).shared;
   return s;
 }
 inline const char* protoName(const Setup& s) {

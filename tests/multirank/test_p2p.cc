@@ -2,7 +2,6 @@
 // (AlltoAll, Gather, Scatter). Every element checked.
 #include <doctest/doctest.h>
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -51,14 +50,28 @@ long handWrittenAlltoAll(int rank, int nranks, ncclComm_t comm, cudaStream_t str
   return bad;
 }
 
-long library(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count) {
-  long bad = 0;
+// ncclAlltoAll of count int32 per block: every element, and which algorithm ran it (plexusCommLastDecision; algo
+// nullptr: either).
+long alltoAllRunsOn(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count, const char* algo) {
   std::vector<int32_t> send(count * nranks), recv(count * nranks, -1);
   for (int p = 0; p < nranks; p++)
     for (size_t i = 0; i < count; i++) send[p * count + i] = value(rank, p, i);
   CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), count, ncclInt32, comm, stream));
+  plexusDecision_t d{};
+  CHECK_NCCL(plexusCommLastDecision(comm, &d));
   CHECK_NCCL(plexusStreamSynchronize(stream));
+  long bad = 0;
   for (int p = 0; p < nranks; p++) bad += checkBuf(recv, p * count, count, p, rank, "ncclAlltoAll");
+  if (algo && strcmp(d.algorithm, algo) != 0) {
+    fprintf(stderr, "rank %d: ncclAlltoAll of %zu B blocks ran on %s, expected %s\n", rank, count * 4, d.algorithm,
+            algo);
+    bad++;
+  }
+  return bad;
+}
+
+long library(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count) {
+  long bad = alltoAllRunsOn(rank, nranks, comm, stream, count, nullptr);
   for (int root = 0; root < nranks; root++) {
     // Gather: root receives block p from rank p; everyone sends value(rank, root).
     std::vector<int32_t> mine(count), all(count * nranks, -1);
@@ -122,24 +135,7 @@ long all(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
 
 harness::Scenario processP2p("p2p-all", all);
 
-// ncclAlltoAll of count int32 per block: every element, and which algorithm ran it (plexusCommLastDecision).
-long alltoAllRunsOn(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count, const char* algo) {
-  std::vector<int32_t> send(count * nranks), recv(count * nranks, -1);
-  for (int p = 0; p < nranks; p++)
-    for (size_t i = 0; i < count; i++) send[p * count + i] = value(rank, p, i);
-  CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), count, ncclInt32, comm, stream));
-  plexusDecision_t d{};
-  CHECK_NCCL(plexusCommLastDecision(comm, &d));
-  CHECK_NCCL(plexusStreamSynchronize(stream));
-  long bad = 0;
-  for (int p = 0; p < nranks; p++) bad += checkBuf(recv, p * count, count, p, rank, "ncclAlltoAll");
-  if (strcmp(d.algorithm, algo) != 0) {
-    fprintf(stderr, "rank %d: ncclAlltoAll of %zu B blocks ran on %s, expected %s\n", rank, count * 4, d.algorithm,
-            algo);
-    bad++;
-  }
-  return bad;
-}
+
 
 }  // namespace
 
@@ -173,17 +169,13 @@ TEST_CASE("p2p: small connector buffers, many slices per message") {
 }
 
 TEST_CASE("AlltoAll: one collective below 64 KiB blocks where each rank has a core, else sends and receives") {
-  cpu_set_t set;
-  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
-  const int cores = CPU_COUNT(&set);
   // 16383 int32: 4 bytes under PLEXUS_P2P_ZERO_COPY_MIN_BYTES; 16384 from it on, where a send goes zero-copy.
   for (int n : {2, 3}) {
     CAPTURE(n);
-    CHECK(harness::runThreads(n, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-            int nChannels = 0;
-            CHECK_NCCL(plexusCommChannelCount(comm, &nChannels));
-            const char* small = nranks * nChannels > cores ? "p2p" : "direct";
-            if (rank == 0) fprintf(stderr, "%d ranks, %d channel(s), %d cores: %s\n", nranks, nChannels, cores, small);
+    CHECK(harness::runThreads(n, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+            const harness::CoreUse use = harness::coreUse(comm, nranks);
+            const char* small = use.shared ? "p2p" : "direct";
+            if (rank == 0) fprintf(stderr, "%d ranks, %d channel(s), %d cores: %s\n", nranks, use.channels, use.cores, small);
             return alltoAllRunsOn(rank, nranks, comm, stream, 1, small) +
                    alltoAllRunsOn(rank, nranks, comm, stream, 1031, small) +
                    alltoAllRunsOn(rank, nranks, comm, stream, 16383, small) +

@@ -378,17 +378,14 @@ TEST_CASE("LL slots between host ranks: a root runs NCCL_LL_BUFFSIZE's slots ahe
 TEST_CASE("LL slots between host ranks: 1024 where the node's ranks outnumber its cores, else 64") {
   matrix::ScopedEnv env;
   runsAheadEnv(env, nullptr);
-  cpu_set_t set;
-  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
-  const int cores = CPU_COUNT(&set);
   ThreadBarrier threads(4);
   CHECK(harness::runThreads(4, [&](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-          int nChannels = 0;
-          CHECK_NCCL(plexusCommChannelCount(comm, &nChannels));
+          const harness::CoreUse use = harness::coreUse(comm, nranks);
           // 4 ranks have 1024 slots' connections (6 per rank and channel, 4 MiB each) within the 32 MiB budget
           // wherever they share cores: that takes fewer than 8 cores, hence one channel.
-          const int slots = nranks * nChannels > cores ? 1024 : 64;
-          if (rank == 0) fprintf(stderr, "%d ranks, %d channel(s), %d cores: %d slots\n", nranks, nChannels, cores, slots);
+          const int slots = use.shared ? 1024 : 64;
+          if (rank == 0)
+            fprintf(stderr, "%d ranks, %d channel(s), %d cores: %d slots\n", nranks, use.channels, use.cores, slots);
           return runsAhead(rank, comm, stream, slots, [&](const char*) { return threads.wait(rank); });
         }) == 0);
 }
