@@ -1,12 +1,12 @@
 // Layer 5 and the host backend's streams: workFifo flow control, host streams and events.
 #include <doctest/doctest.h>
-
 #include <malloc.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -145,13 +145,47 @@ TEST_CASE("host stream: the worker backs off while a producer runs its full ring
   std::promise<int64_t> started;  // the operation's start, as the worker ran it
   std::future<int64_t> startedUs = started.get_future();
   hs->enqueue([&] {
-    started.set_value(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    started.set_value(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
     return ncclSuccess;
   });
   REQUIRE(startedUs.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   const int64_t us = startedUs.get();
   INFO("started after " << us << " us");
   CHECK(us < 2000);
+  REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
+}
+
+TEST_CASE("host stream: every operation nobody synchronizes runs, however its enqueue meets the worker's sleep") {
+  cudaStream_t s;
+  REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
+  HostStream* hs = hostStreamOf(s);
+  REQUIRE(hs != nullptr);
+  // The worker sleeps some 3 ms after the queue empties (eight quiet checks) until an enqueue wakes it. Publishing an
+  // operation and the worker's going to sleep are a Dekker pair (each stores its flag, then loads the other's; ordered
+  // by membarrier(2) on the worker's side where the kernel has it): an enqueue that meets the worker on its way to
+  // sleep must still wake it, or the operation waits for a synchronize that never comes. Enqueues at delays spread
+  // over that window, none synchronized: each operation runs, and some found the worker asleep.
+  INFO("membarrier orders the worker's sleep: " << hs->processBarriers());
+  std::mt19937 rng(20261206);
+  constexpr int kRounds = 300;
+  std::atomic<int> ran{0};
+  const uint64_t sleepsBefore = hs->workerSleeps();
+  for (int i = 0; i < kRounds; i++) {
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 5000));
+    hs->enqueue([&ran] {
+      ran.fetch_add(1, std::memory_order_relaxed);
+      return ncclSuccess;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (ran.load(std::memory_order_relaxed) <= i && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    INFO("round " << i);
+    REQUIRE(ran.load() == i + 1);
+  }
+  const uint64_t sleeps = hs->workerSleeps() - sleepsBefore;
+  INFO("the worker fell asleep " << sleeps << " times");
+  CHECK(sleeps > 10);
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
 }
 

@@ -19,8 +19,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <memory>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -48,6 +48,10 @@ class HostStream {
   void help();
   // How often the worker has looked at the queue (each look follows a wait): for tests of its back-off.
   uint64_t workerLooks() const { return workerLooks_.load(std::memory_order_relaxed); }
+  // For tests: how many times the worker went to sleep until an enqueue wakes it, and whether membarrier(2) orders
+  // that sleep (publish then takes no locked instruction).
+  uint64_t workerSleeps() const { return workerSleeps_.load(std::memory_order_relaxed); }
+  bool processBarriers() const { return processBarriers_; }
 
  private:
   // Operations live in a ring of slots: a producer takes a ticket (tail_), fills the ticket's slot and
@@ -80,7 +84,7 @@ class HostStream {
   void wakeWorker();
 
   std::unique_ptr<Slot[]> slots_;
-  std::unique_ptr<char[]> arena_;  // kSlots * kSlotBytes
+  std::unique_ptr<char[]> arena_;              // kSlots * kSlotBytes
   alignas(64) std::atomic<uint64_t> tail_{0};  // tickets handed out
   alignas(64) std::atomic<uint64_t> head_{0};  // operations completed
   std::atomic<bool> running_{false};           // a thread is running operations
@@ -91,9 +95,11 @@ class HostStream {
   std::atomic<bool> workerDozes_{false};       // backs off while other threads move the queue on
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> workerLooks_{0};
+  std::atomic<uint64_t> workerSleeps_{0};
   std::mutex mu_;
   std::condition_variable workCv_, doneCv_;
   const std::chrono::microseconds launchDelay_;
+  const bool processBarriers_;  // the worker's sleep is ordered by membarrier(2): publish takes no locked instruction
   std::thread worker_;
 };
 
