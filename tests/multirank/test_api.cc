@@ -169,7 +169,28 @@ TEST_CASE("bad input: every entry point refuses it with a message") {
   CHECK(ncclCommCount(comm, &count) == ncclInvalidArgument);
   CHECK(lastError().find("not a communicator") != std::string::npos);
   CHECK(ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  // Nor by the collectives that read its rank (rooted) or its size (counts per rank) for their checks.
+  CHECK(ncclBroadcast(buf, buf, 4, ncclFloat32, 0, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclReduce(buf, buf, 4, ncclFloat32, ncclSum, 0, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclAllGather(buf, buf, 1, ncclFloat32, comm, nullptr) == ncclInvalidArgument);
+  CHECK(lastError().find("not a communicator") != std::string::npos);
   CHECK(ncclCommDestroy(nullptr) == ncclSuccess);
+  // Two ranks: a root's missing buffer is refused, and a count per rank whose total overflows the address space though
+  // one rank's part does not. Nothing is enqueued, so the other rank need not take part.
+  ncclComm_t two[2];
+  int devs[2] = {0, 1};
+  REQUIRE(ncclCommInitAll(two, 2, devs) == ncclSuccess);
+  CHECK(ncclBroadcast(nullptr, buf, 4, ncclFloat32, 0, two[0], nullptr) == ncclInvalidArgument);
+  CHECK(lastError().find("sendbuff is NULL") != std::string::npos);
+  CHECK(ncclReduce(buf, nullptr, 4, ncclFloat32, ncclSum, 1, two[1], nullptr) == ncclInvalidArgument);
+  CHECK(lastError().find("recvbuff is NULL") != std::string::npos);
+  const size_t half = SIZE_MAX / sizeof(float) / 2 + 1;  // half * 4 bytes fits, twice that does not
+  CHECK(ncclAllGather(buf, buf, half, ncclFloat32, two[0], nullptr) == ncclInvalidArgument);
+  CHECK(lastError().find("overflows") != std::string::npos);
+  CHECK(ncclReduceScatter(buf, buf, half, ncclFloat32, ncclSum, two[0], nullptr) == ncclInvalidArgument);
+  CHECK(ncclAlltoAll(buf, buf + 2, half, ncclFloat32, two[0], nullptr) == ncclInvalidArgument);
+  CHECK(lastError().find("overflows") != std::string::npos);
+  for (ncclComm_t c : two) REQUIRE(ncclCommDestroy(c) == ncclSuccess);
 }
 
 TEST_CASE("a root that cannot be reached fails init with ncclSystemError naming the address, in bounded time") {

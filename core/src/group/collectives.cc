@@ -77,17 +77,19 @@ ncclResult_t deviceRedOp(ncclComm* comm, const char* api, int op, ncclDataType_t
 }
 
 // Checks shared by every operation; fills t's stream. Buffers are checked by the caller, since which
-// of them must be valid depends on the operation and the rank.
+// of them must be valid depends on the operation and the rank. perRank: a buffer holds count elements for each rank
+// (AllGather's output, AlltoAll's), which must fit the address space too.
 // The datatype is the caller's integer until checked: a C caller may pass any value, which C++ may not
 // hold in an ncclDataType_t.
-ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, size_t countScale, int datatype,
-                         cudaStream_t stream, Task* t) {
+ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, bool perRank, int datatype, cudaStream_t stream,
+                         Task* t) {
   NCCLCHECK(checkComm(comm, api));
   if (datatype < 0 || datatype >= ncclNumTypes)
     return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, datatype,
                     ncclNumTypes - 1);
-  size_t elem = typeSize((ncclDataType_t)datatype);
-  if (count > SIZE_MAX / elem / countScale)
+  size_t elem = typeSize((ncclDataType_t)datatype), bytes;
+  if (__builtin_mul_overflow(count, elem, &bytes) ||
+      (perRank && __builtin_mul_overflow(bytes, (size_t)comm->nRanks, &bytes)))
     return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
                     count, elem);
   if (comm->backend == plexusBackendHost) {
@@ -158,13 +160,20 @@ bool oneRankCopy(ncclComm* comm, const Task& t, ncclResult_t* r) {
   return true;
 }
 
-ncclResult_t collective(const CollArgs& a, bool needSend, bool needRecv, size_t countScale = 1) {
+// The buffers a collective reads or writes on this rank: both, or one of them on the root only.
+enum class Buffers { Both, SendOnRoot, RecvOnRoot };
+
+// comm, its rank and its size are read only once checkCommon found comm live.
+ncclResult_t collective(const CollArgs& a, Buffers buffers = Buffers::Both, bool perRank = false) {
   Task t{};
   ncclComm* comm = a.comm;
-  ncclResult_t r = checkCommon(comm, a.api, a.count, countScale, a.datatype, a.stream, &t);
+  ncclResult_t r = checkCommon(comm, a.api, a.count, perRank, a.datatype, a.stream, &t);
   if (r == ncclSuccess && (a.func == ncclFuncBroadcast || a.func == ncclFuncReduce)) r = checkRoot(comm, a.api, a.root);
-  if (r == ncclSuccess && needSend) r = checkBuffer(comm, a.api, "sendbuff", a.sendbuff, a.count);
-  if (r == ncclSuccess && needRecv) r = checkBuffer(comm, a.api, "recvbuff", a.recvbuff, a.count);
+  const bool root = r == ncclSuccess && comm->rank == a.root;
+  if (r == ncclSuccess && (buffers != Buffers::SendOnRoot || root))
+    r = checkBuffer(comm, a.api, "sendbuff", a.sendbuff, a.count);
+  if (r == ncclSuccess && (buffers != Buffers::RecvOnRoot || root))
+    r = checkBuffer(comm, a.api, "recvbuff", a.recvbuff, a.count);
   if (r == ncclSuccess && a.reduces) r = deviceRedOp(comm, a.api, a.op, t.datatype, &t);
   if (r != ncclSuccess) return refuse(r);
   t.func = a.func;
@@ -195,7 +204,7 @@ ncclResult_t enqueueP2p(ncclComm* comm, const Task& checked, ncclFunc_t func, co
 ncclResult_t p2p(const char* api, ncclFunc_t func, const void* buff, size_t count, ncclDataType_t datatype, int peer,
                  ncclComm_t comm, cudaStream_t stream) {
   Task t{};
-  ncclResult_t r = checkCommon(comm, api, count, 1, datatype, stream, &t);
+  ncclResult_t r = checkCommon(comm, api, count, false, datatype, stream, &t);
   if (r == ncclSuccess && (peer < 0 || peer >= comm->nRanks))
     r = setError(comm, ncclInvalidArgument, "%s: peer %d is out of range [0, %d)", api, peer, comm->nRanks);
   if (r == ncclSuccess) r = checkBuffer(comm, api, func == ncclFuncSend ? "sendbuff" : "recvbuff", buff, count);
@@ -219,17 +228,15 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size
          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  return collective({"ncclAllReduce", ncclFuncAllReduce, sendbuff, recvbuff, count, datatype, op, 0, true, comm, stream},
-                    true, true);
+  return collective({"ncclAllReduce", ncclFuncAllReduce, sendbuff, recvbuff, count, datatype, op, 0, true, comm, stream});
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
          int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  bool isRoot = comm && commIsLive(comm) && comm->rank == root;
   return collective({"ncclBroadcast", ncclFuncBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, false,
-                     comm, stream}, isRoot, true);
+                     comm, stream}, Buffers::SendOnRoot);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -243,27 +250,24 @@ NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t 
          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
-  bool isRoot = comm && commIsLive(comm) && comm->rank == root;
   return collective({"ncclReduce", ncclFuncReduce, sendbuff, recvbuff, count, datatype, op, root, true, comm, stream},
-                    true, isRoot);
+                    Buffers::RecvOnRoot);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
          ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  size_t scale = comm && commIsLive(comm) ? (size_t)comm->nRanks : 1;
   return collective({"ncclAllGather", ncclFuncAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, false,
-                     comm, stream}, true, true, scale);
+                     comm, stream}, Buffers::Both, true);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  size_t scale = comm && commIsLive(comm) ? (size_t)comm->nRanks : 1;
   return collective({"ncclReduceScatter", ncclFuncReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, true,
-                     comm, stream}, true, true, scale);
+                     comm, stream}, Buffers::Both, true);
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
@@ -285,8 +289,7 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                           cudaStream_t stream) {
   Task probe{};  // checked once: its parts are enqueued as they are
-  ncclResult_t r = checkCommon(comm, "ncclAlltoAll", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
-                               stream, &probe);
+  ncclResult_t r = checkCommon(comm, "ncclAlltoAll", count, true, datatype, stream, &probe);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "sendbuff", sendbuff, count);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "recvbuff", recvbuff, count);
   if (r == ncclSuccess && count > 0 && sendbuff == recvbuff)
@@ -316,8 +319,7 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream) {
   Task probe{};
-  ncclResult_t r = checkCommon(comm, "ncclGather", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
-                               stream, &probe);
+  ncclResult_t r = checkCommon(comm, "ncclGather", count, true, datatype, stream, &probe);
   if (r == ncclSuccess) r = checkRoot(comm, "ncclGather", root);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclGather", "sendbuff", sendbuff, count);
   if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclGather", "recvbuff", recvbuff, count);
@@ -336,8 +338,7 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
   Task probe{};
-  ncclResult_t r = checkCommon(comm, "ncclScatter", count, comm && commIsLive(comm) ? comm->nRanks : 1, datatype,
-                               stream, &probe);
+  ncclResult_t r = checkCommon(comm, "ncclScatter", count, true, datatype, stream, &probe);
   if (r == ncclSuccess) r = checkRoot(comm, "ncclScatter", root);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclScatter", "recvbuff", recvbuff, count);
   if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclScatter", "sendbuff", sendbuff, count);
