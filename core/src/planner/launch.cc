@@ -85,8 +85,7 @@ void PersistentWorks::release(void* block) {
   b->owner->anyReleased_.store(true, std::memory_order_release);
 }
 
-int PersistentWorks::reclaim() {
-  if (!anyReleased_.load(std::memory_order_acquire)) return 0;
+int PersistentWorks::freeReleased() {
   std::vector<Block*> blocks;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -124,6 +123,7 @@ ncclResult_t Launcher::init() {
     return setError(comm_, ncclInvalidArgument,
                     "PLEXUS_WORK_STORAGE=%s: use auto (works in the kernel's parameter when they fit, else in the "
                     "workFifo), args or fifo", policy.c_str());
+  host_ = comm_->backend == plexusBackendHost;
   if (comm_->backend == plexusBackendCuda) {
     const int64_t t = envInt("NTHREADS", 512);
     if (t < 64 || t > 1024 || t % 32)
@@ -138,7 +138,7 @@ ncclResult_t Launcher::init() {
   return ncclSuccess;
 }
 
-void Launcher::pollCompletions() {
+void Launcher::retireCompleted() {
   while (!marks_.empty()) {
     const Mark m = marks_.front();
     const ncclResult_t r = rt_->eventQuery(m.event);
@@ -219,12 +219,7 @@ ncclResult_t Launcher::loadKernels() {
   return ncclSuccess;
 }
 
-ncclResult_t Launcher::kernelOf(const plexusDevWork_v1_t& w, const void** function) {
-  if (comm_->backend == plexusBackendHost) {
-    // One host kernel (the executor) runs every plan; plans split where the algorithm changes.
-    *function = (const void*)(uintptr_t)(w.algorithm + 1);
-    return ncclSuccess;
-  }
+ncclResult_t Launcher::cudaKernelOf(const plexusDevWork_v1_t& w, const void** function) {
   if (const size_t slot = kernelSlot(w); slot != SIZE_MAX && kernels_[slot]) {
     *function = kernels_[slot];
     return ncclSuccess;

@@ -51,12 +51,13 @@ class PersistentWorks {
   ncclResult_t create(void* graph, const plexusDevWork_v1_t* works, uint32_t n, const plexusDevWork_v1_t** out);
   // create's first half: the block, before a graph owns it (what release takes).
   ncclResult_t allocate(const plexusDevWork_v1_t* works, uint32_t n, void** block, const plexusDevWork_v1_t** out);
-  // Frees what released graphs left; returns how many blocks it freed.
-  int reclaim();
+  // Frees what released graphs left; returns how many blocks it freed. Called per launch: a load when there is none.
+  int reclaim() { return anyReleased_.load(std::memory_order_acquire) ? freeReleased() : 0; }
   int live() const;  // blocks not yet freed (tests)
   static void release(void* block);
 
  private:
+  int freeReleased();
   struct Block {
     PersistentWorks* owner;
     DeviceMem mem;
@@ -78,8 +79,11 @@ class Launcher {
   // DeviceGuard). On error nothing more of them is launched
   // and the communicator's error says why.
   ncclResult_t launch(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n);
-  // Advances the workFifo's consumed count past every launch whose completion event has fired.
-  void pollCompletions();
+  // Advances the workFifo's consumed count past every launch whose completion event has fired. Called per launch: a
+  // test when no FIFO launch is pending.
+  void pollCompletions() {
+    if (!marks_.empty()) retireCompleted();
+  }
   // Waits until every launch so far has run (or failed), at most `seconds` (< 0: for ever); false when that time
   // passed first. Any thread.
   bool waitIdle(double seconds = -1);
@@ -99,7 +103,17 @@ class Launcher {
   // recordAfter: an event the plan's kernel records behind it (*recorded: it did; not when no kernel ran).
   ncclResult_t launchPlan(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n, const void* function,
                           bool capturing, void* graph, void* recordAfter, bool* recorded);
-  ncclResult_t kernelOf(const plexusDevWork_v1_t& w, const void** function);
+  // The kernel that runs w. Host: one host kernel (the executor) runs every plan; plans split where the algorithm
+  // changes, so the algorithm stands for the kernel here.
+  ncclResult_t kernelOf(const plexusDevWork_v1_t& w, const void** function) {
+    if (host_) {
+      *function = (const void*)(uintptr_t)(w.algorithm + 1);
+      return ncclSuccess;
+    }
+    return cudaKernelOf(w, function);
+  }
+  ncclResult_t cudaKernelOf(const plexusDevWork_v1_t& w, const void** function);
+  void retireCompleted();
   ncclResult_t loadKernels();
   size_t kernelSlot(const plexusDevWork_v1_t& w) const;
   ncclResult_t orderAfterPrevious(cudaStream_t stream);
@@ -112,6 +126,7 @@ class Launcher {
   std::vector<const void*> kernels_;
   StoragePolicy policy_ = StoragePolicy::Auto;
   unsigned threads_ = 1;
+  bool host_ = false;  // the host backend (init)
   uint64_t launchSeq_ = 0;
   Last last_;
   // Cross-stream order: the stream of the previous launch, and the event the next stream waits on.
