@@ -135,8 +135,6 @@ long all(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
 
 harness::Scenario processP2p("p2p-all", all);
 
-
-
 }  // namespace
 
 TEST_CASE("p2p: grouped send/recv patterns, AlltoAll, Gather, Scatter with ranks as threads") {

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstring>
 #include <future>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -161,27 +160,29 @@ TEST_CASE("host stream: every operation nobody synchronizes runs, however its en
   REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
   HostStream* hs = hostStreamOf(s);
   REQUIRE(hs != nullptr);
-  // The worker sleeps some 3 ms after the queue empties (eight quiet checks) until an enqueue wakes it. Publishing an
-  // operation and the worker's going to sleep are a Dekker pair (each stores its flag, then loads the other's; ordered
-  // by membarrier(2) on the worker's side where the kernel has it): an enqueue that meets the worker on its way to
-  // sleep must still wake it, or the operation waits for a synchronize that never comes. Enqueues at delays spread
-  // over that window, none synchronized: each operation runs, and some found the worker asleep.
+  // Once the queue is empty the worker looks at it eight more times, then sleeps until an enqueue wakes it. Publishing
+  // an operation and the worker's going to sleep are a Dekker pair (each stores its flag, then loads the other's;
+  // ordered by membarrier(2) on the worker's side where the kernel has it): an enqueue that meets the worker on its
+  // way to sleep must still wake it, or the operation waits for a synchronize that never comes. Round i enqueues as
+  // soon as the worker has made 1 + i % 10 looks since the round began, or has fallen asleep: before, at and after
+  // the look that puts it to sleep. None is synchronized: each operation runs, and some found the worker asleep.
   INFO("membarrier orders the worker's sleep: " << hs->processBarriers());
-  std::mt19937 rng(20261206);
-  constexpr int kRounds = 300;
-  std::atomic<int> ran{0};
+  constexpr int kRounds = 200;
   const uint64_t sleepsBefore = hs->workerSleeps();
   for (int i = 0; i < kRounds; i++) {
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 5000));
+    INFO("round " << i);
+    const uint64_t looks = hs->workerLooks() + 1 + i % 10, sleeps = hs->workerSleeps();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (hs->workerLooks() < looks && hs->workerSleeps() == sleeps && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    REQUIRE((hs->workerLooks() >= looks || hs->workerSleeps() > sleeps));
+    std::promise<void> ran;
+    std::future<void> done = ran.get_future();
     hs->enqueue([&ran] {
-      ran.fetch_add(1, std::memory_order_relaxed);
+      ran.set_value();
       return ncclSuccess;
     });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (ran.load(std::memory_order_relaxed) <= i && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    INFO("round " << i);
-    REQUIRE(ran.load() == i + 1);
+    REQUIRE(done.wait_for(std::chrono::seconds(2)) == std::future_status::ready);
   }
   const uint64_t sleeps = hs->workerSleeps() - sleepsBefore;
   INFO("the worker fell asleep " << sleeps << " times");
