@@ -2,7 +2,7 @@
 # Builds and runs the default suite under a sanitizer, each from its CMake preset (CMakePresets.json):
 #   scripts/sanitize.sh [asan|tsan|valgrind|all|ci]     (default: all)
 # ci: the bounded subset CI runs after the suite (.ci/run): ASan+UBSan over the unit tests and a multirank sample
-# (AllReduce, point-to-point, launch storage, LL/LL128, one-sided, suspend/resume), building only what those need (about 8 minutes on 2 cores).
+# (AllReduce, point-to-point, launch storage, LL/LL128, one-sided, suspend/resume), building only what those need (about 7 minutes on 2 cores).
 # asan: AddressSanitizer + UBSan in build-asan; tsan: ThreadSanitizer in build-tsan; valgrind: the plain build
 # (${BUILD_DIR:-build}, as scripts/build.sh) and the tests labelled valgrind (memcheck over init/destroy cycles).
 # Extra ctest arguments go after the mode, e.g. scripts/sanitize.sh tsan -R allreduce. Prints each phase's time.

@@ -1,5 +1,3 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
 #include <plexus/types.h>
 
 // The plugin's sources compiled into this binary log through this (silent in tests).

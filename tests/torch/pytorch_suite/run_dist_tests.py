@@ -6,9 +6,11 @@ processes, as PyTorch's test/distributed/test_distributed_spawn.py runs them for
 
 BACKEND=plexus (a plugin backend: importing plexus_torch registers it in every spawned process, since they import
 this module), WORLD_SIZE (default 3), TEMP_DIR (a fresh directory) are set unless given."""
+import fnmatch
 import os
 import sys
 import tempfile
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the expecttest stand-in, if needed
 # CI machines set CI, which turns on PyTorch's CI mode: XML reports through xmlrunner (not packaged by Debian) and
@@ -47,5 +49,16 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         self._spawn_processes()
 
 
+def unmatched(argv):
+    """The -k patterns that name no case (unittest would run the others and pass), matched as unittest matches them."""
+    names = [f"{__name__}.{TestDistBackendWithSpawn.__qualname__}.{n}"
+             for n in unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn)]
+    patterns = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-k"]
+    return [p for p in patterns if not any(fnmatch.fnmatchcase(n, p if "*" in p else f"*{p}*") for n in names)]
+
+
 if __name__ == "__main__":
+    missing = unmatched(sys.argv)
+    if missing:
+        sys.exit(f"run_dist_tests: no test case matches {', '.join(missing)} in this torch's distributed_test.py")
     run_tests()
