@@ -96,8 +96,8 @@ for coll in all_reduce broadcast reduce all_gather reduce_scatter alltoall gathe
   over_unix "$coll" "$prefix/bin/plexus-perf" "$coll" -t 3 -b 8 -e 1M -f 16 -n 2 -w 1 -c 1
 done
 over_unix hypercube "$prefix/bin/plexus-perf" hypercube -t 4 -b 8 -e 1M -f 16 -n 2 -w 1 -c 1  # 2^k ranks
-# LL with 8 KiB slots (NCCL_BUFFSIZE=64K) up to 64 KiB: its lines wrap the 8 slots twice, where 1 MiB in the default
-# slots took 40 s of this test.
+# LL up to 64 KiB (the sizes LL serves), in 8 KiB slots (NCCL_BUFFSIZE=64K) rather than the default 512 KiB: 1 MiB
+# of every datatype and operator took 40 s of this test.
 for proto in LL LL128 Simple; do
   size=(-e 1M) buff=()
   [[ $proto == LL ]] && size=(-e 64K) buff=(NCCL_BUFFSIZE=65536)
