@@ -343,8 +343,11 @@ struct LLProtocol {
        * step's cache lines (as many as this step used), so that the next operation's stores find them here instead
        * of waiting for them at the first locked instruction after them (the stream's, the event's). Not where ranks
        * move in step (a direct AllReduce sends, then receives): the receiver may be polling those lines already,
-       * and fetching them early cost 10% at 64 B. */
-      if (s.leads) prefetchLines(lines(s.p.send[i], s.p.sendStep[i] + 1), nlines, true);
+       * and fetching them early cost 10% at 64 B. An operation of one cache line is over before the fetch is: ask
+       * for the step after next instead (2 ranks, 8 B Broadcast and Reduce: 165 -> 145 ns; 64 B unchanged at two
+       * steps ahead or one; three or more ahead was slower at 8 B). */
+      const uint64_t ahead = nlines * sizeof(plexusLLFifoLine_v1_t) <= 64 ? 2 : 1;
+      if (s.leads) prefetchLines(lines(s.p.send[i], s.p.sendStep[i] + ahead), nlines, true);
     }
     return true;
   }
