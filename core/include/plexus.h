@@ -76,14 +76,17 @@ ncclResult_t plexusCommGetRmaStats(ncclComm_t comm, uint64_t* directBytes, uint6
                                    uint64_t* transportBytes);
 /* How the communicator's operations were launched: kernel launches so far (one per plan: a run of operations one
  * kernel runs), where the last one's work items travelled (0: in the kernel's parameter, 1: in the workFifo ring,
- * 2: with a captured CUDA graph), how many it had, and the workFifo's counters (entries written; entries the
- * device is done with). */
+ * 2: with a captured CUDA graph), how many it had, the workFifo's counters (entries written; entries the
+ * device is done with), and how many launches repeated the one before them: a collective outside any group, on the
+ * same stream, with the same collective, datatype and count as the previous launch (itself such a collective), is
+ * launched again with its own buffers, operator and root, without deciding and planning it again (host backend). */
 typedef struct {
   uint64_t launches;
   int lastStorage;
   int lastWorks;
   uint32_t fifoProduced;
   uint32_t fifoConsumed;
+  uint64_t repeats;
 } plexusLaunchInfo_t;
 ncclResult_t plexusCommGetLaunchInfo(ncclComm_t comm, plexusLaunchInfo_t* info);
 

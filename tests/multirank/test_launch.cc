@@ -3,6 +3,7 @@
 // from several streams kept in order, and point-to-point launches cut to what a channel's step loop holds.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -118,6 +119,82 @@ TEST_CASE("launch: a group of more sends and receives than a channel's step loop
             fprintf(stderr, "rank %d: %llu launches for 600 operations\n", rank, (unsigned long long)info.launches);
             bad++;
           }
+          return bad;
+        }) == 0);
+}
+
+TEST_CASE("launch: a lone collective that repeats the previous launch runs again with its own buffers, op and root") {
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          cudaStream_t other;
+          CHECK_NCCL(plexusStreamCreate(&other));
+          const int n = 20, count = 5;
+          // Per operation k: the input (k * 10 + rank + i + 1, small integers: every operator is exact) and the
+          // output, each its own, so that a buffer kept from the previous launch shows in the result.
+          std::vector<std::vector<float>> in(3 * n + 2, std::vector<float>(count)), out = in;
+          for (size_t k = 0; k < in.size(); k++)
+            for (int i = 0; i < count; i++) {
+              in[k][i] = (float)(k % n * 10 + rank + i + 1);
+              out[k][i] = -1;
+            }
+          auto value = [&](size_t k, int r, int i) { return (float)(k % n * 10 + r + i + 1); };
+          long bad = 0;
+          // Broadcast from a root that changes every time, in place every other time: 1 launch decided, 19 repeats.
+          for (int k = 0; k < n; k++) {
+            float* o = k % 2 ? in[k].data() : out[k].data();
+            CHECK_NCCL(ncclBroadcast(in[k].data(), o, count, ncclFloat32, k % nranks, comm, stream));
+          }
+          // The same on another stream, then back: each decided anew (a launch on another stream waits for the
+          // previous one first).
+          CHECK_NCCL(ncclBroadcast(in[n].data(), out[n].data(), count, ncclFloat32, 1, comm, other));
+          CHECK_NCCL(ncclBroadcast(in[n + 1].data(), out[n + 1].data(), count, ncclFloat32, 2, comm, stream));
+          // Reduce with the operator and the root changing: 1 + 19.
+          const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin};
+          for (int k = 0; k < n; k++)
+            CHECK_NCCL(ncclReduce(in[n + 2 + k].data(), out[n + 2 + k].data(), count, ncclFloat32, ops[k % 4],
+                                  k % nranks, comm, stream));
+          // AllReduce with a scalar that changes (PreMulSum: the work's operator argument): 1 + 19.
+          ncclRedOp_t premul[3];
+          float scalars[3] = {1, 2, 3};
+          for (int s = 0; s < 3; s++)
+            CHECK_NCCL(ncclRedOpCreatePreMulSum(&premul[s], &scalars[s], ncclFloat32, ncclScalarHostImmediate, comm));
+          for (int k = 0; k < n; k++)
+            CHECK_NCCL(ncclAllReduce(in[2 * n + 2 + k].data(), out[2 * n + 2 + k].data(), count, ncclFloat32,
+                                     premul[k % 3], comm, stream));
+          CHECK_NCCL(plexusStreamSynchronize(stream));
+          CHECK_NCCL(plexusStreamSynchronize(other));
+          for (int s = 0; s < 3; s++) CHECK_NCCL(ncclRedOpDestroy(premul[s], comm));
+          for (int k = 0; k < n + 2; k++) {
+            const int root = k < n ? k % nranks : k == n ? 1 : 2;
+            const float* o = k < n && k % 2 ? in[k].data() : out[k].data();
+            for (int i = 0; i < count; i++) bad += o[i] != value(k, root, i);
+          }
+          for (int k = 0; k < n; k++) {
+            const size_t at = n + 2 + k;
+            for (int i = 0; i < count; i++) {
+              float want = value(at, 0, i);
+              for (int r = 1; r < nranks; r++) {
+                const float v = value(at, r, i);
+                want = k % 4 == 0 ? want + v : k % 4 == 1 ? want * v : k % 4 == 2 ? std::max(want, v) : std::min(want, v);
+              }
+              bad += rank == k % nranks ? out[at][i] != want : out[at][i] != -1;
+            }
+          }
+          for (int k = 0; k < n; k++) {
+            const size_t at = 2 * n + 2 + k;
+            for (int i = 0; i < count; i++) {
+              float want = 0;
+              for (int r = 0; r < nranks; r++) want += scalars[k % 3] * value(at, r, i);
+              bad += out[at][i] != want;
+            }
+          }
+          plexusLaunchInfo_t info;
+          CHECK_NCCL(plexusCommGetLaunchInfo(comm, &info));
+          if (info.launches != 3 * n + 2 || info.repeats != 3 * (n - 1)) {
+            fprintf(stderr, "rank %d: %llu launches, %llu of them repeats; expected %d and %d\n", rank,
+                    (unsigned long long)info.launches, (unsigned long long)info.repeats, 3 * n + 2, 3 * (n - 1));
+            bad++;
+          }
+          CHECK_NCCL(plexusStreamDestroy(other));
           return bad;
         }) == 0);
 }

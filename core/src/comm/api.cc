@@ -291,7 +291,7 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetLaun
   if (!info) return setError(comm, ncclInvalidArgument, "plexusCommGetLaunchInfo: info is NULL");
   const Launcher::Last last = comm->launcher->last();
   *info = plexusLaunchInfo_t{comm->launcher->launches(), (int)last.storage, (int)last.nWorks,
-                             comm->workFifo->produced(), comm->workFifo->consumed()};
+                             comm->workFifo->produced(), comm->workFifo->consumed(), comm->launcher->repeats()};
   return ncclSuccess;
 }
 

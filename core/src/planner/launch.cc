@@ -236,7 +236,19 @@ ncclResult_t Launcher::cudaKernelOf(const plexusDevWork_v1_t& w, const void** fu
   return ncclSuccess;
 }
 
+ncclResult_t Launcher::relaunch() {
+  pollCompletions();
+  repeat_.args.launchSeq = ++launchSeq_;
+  repeats_++;
+  if (rt_->launch(lastStream_, repeat_.k) != ncclSuccess)
+    return setError(comm_, ncclUnhandledCudaError, "rank %d: the kernel of %s opSeq %llu could not be launched: %s",
+                    comm_->rank, funcName((ncclFunc_t)repeat_.args.inlineWorks[0].func),
+                    (unsigned long long)repeat_.args.inlineWorks[0].opSeq, rt_->lastError().c_str());
+  return ncclSuccess;
+}
+
 ncclResult_t Launcher::launch(cudaStream_t stream, const plexusDevWork_v1_t* works, uint32_t n) {
+  repeat_.valid = false;
   pollCompletions();
   persistent_.reclaim();
   bool capturing = false;
@@ -332,6 +344,13 @@ ncclResult_t Launcher::launchPlan(cudaStream_t stream, const plexusDevWork_v1_t*
                       comm_->rank, funcName((ncclFunc_t)works[0].func), (unsigned long long)works[0].opSeq,
                       rt_->lastError().c_str());
     *recorded = k.recordAfter != nullptr;
+    if (host_ && n == 1 && storage == WorkStorage::Args && *recorded) {
+      // The whole launch (its one plan records the order event): what a repeat launches again.
+      memcpy(&repeat_.args, &args, k.argsBytes);
+      repeat_.k = k;
+      repeat_.k.args = &repeat_.args;
+      repeat_.valid = true;
+    }
   }
   if (storage == WorkStorage::Fifo) NCCLCHECK(markProduced(stream));
   return ncclSuccess;

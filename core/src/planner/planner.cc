@@ -352,31 +352,38 @@ void profileEnqueued(ncclComm* comm, const Task& t, const Decision& d, uint64_t 
 
 namespace {
 
-// A work descriptor for task t as decided (d).
-void fillWork(ncclComm* comm, const Task& t, const Decision& d, plexusDevWork_v1_t* w) {
-  w->func = (uint8_t)t.func;
-  w->datatype = (uint8_t)t.datatype;
+// The fields of t's work that the task sets and the decision does not: what a repeat of a launch changes
+// (Launcher::repeatable).
+void fillTaskFields(ncclComm* comm, const Task& t, plexusDevWork_v1_t* w) {
   w->redop = (uint8_t)t.devOp;
-  w->proto = (uint8_t)d.proto;
-  w->channelLo = 0;
-  w->nChannels = (uint8_t)d.nChannels;
-  w->algorithm = (uint8_t)d.algo;
   w->root = t.root;
   w->peer = t.peer;
   w->redOpArg = t.redOpArg;
   w->flags = t.redOpArgIsPtr ? PLEXUS_WORK_REDOP_ARG_PTR : 0;
   w->sendbuff = t.sendbuff;
   w->recvbuff = t.recvbuff;
-  w->count = t.count;
-  w->chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
   w->opSeq = comm->opCount++;
-  comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
-                                        protoName(d.proto), d.nChannels, d.chunkBytes, d.reason};
   TRACE(NCCL_COLL,
         "%s opSeq %llu count %zu datatype %d op %d root %d sendbuff %p recvbuff %p -> %s/%s on %d channel(s), chunk "
         "%zu B",
         funcName(t.func), (unsigned long long)w->opSeq, t.count, (int)t.datatype, (int)t.userOp, t.root, t.sendbuff,
-        t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol, d.nChannels, d.chunkBytes);
+        t.recvbuff, comm->lastDecision.algorithm, comm->lastDecision.protocol, comm->lastDecision.nChannels,
+        comm->lastDecision.chunkBytes);
+}
+
+// A work descriptor for task t as decided (d).
+void fillWork(ncclComm* comm, const Task& t, const Decision& d, plexusDevWork_v1_t* w) {
+  w->func = (uint8_t)t.func;
+  w->datatype = (uint8_t)t.datatype;
+  w->proto = (uint8_t)d.proto;
+  w->channelLo = 0;
+  w->nChannels = (uint8_t)d.nChannels;
+  w->algorithm = (uint8_t)d.algo;
+  w->count = t.count;
+  w->chunkCount = std::max<size_t>(d.chunkBytes / typeSize(t.datatype), 1);
+  comm->lastDecision = plexusDecision_t{isP2p(t.func) ? "p2p" : comm->algos[d.algo].plugin->name.c_str(),
+                                        protoName(d.proto), d.nChannels, d.chunkBytes, d.reason};
+  fillTaskFields(comm, t, w);
 }
 
 // Connects the peers of tasks' sends and receives, then launches tasks: kept collectives first (tasks[k] decided as
@@ -488,6 +495,11 @@ ncclResult_t planAndLaunchOne(ncclComm* comm, const Task& t) {
   if (isP2p(t.func) || comm->planner.checkArgs || profilerMask()) {
     comm->tasks.push_back(t);
     return planAndLaunch(comm);
+  }
+  // The host backend's streams need no current device.
+  if (plexusDevWork_v1_t* w = comm->launcher->repeatable(t.stream, t.func, t.datatype, t.count)) {
+    fillTaskFields(comm, t, w);
+    return comm->launcher->relaunch();
   }
   DeviceGuard device(comm);
   NCCLCHECK(device.result());
