@@ -390,6 +390,60 @@ TEST_CASE("LL slots between host ranks: 1024 where the node's ranks outnumber it
         }) == 0);
 }
 
+TEST_CASE("LL slots between host ranks: a rank that leads, many buffers ahead of a late receiver, loses nothing") {
+  // Rank 0 leads (Broadcast's root, Reduce's sender to root 1). It fills rank 1's 16 slots alone, then launches 12
+  // buffers' worth more before rank 1 starts: from the first of them on it waits for credit, a quarter of the slots
+  // at a time (PeerConns::waitSendCredit). Every value arrives, in order, and neither rank hangs.
+  matrix::ScopedEnv env;
+  runsAheadEnv(env, "65536");  // 16 slots of 4 KiB
+  ThreadBarrier threads(2);
+  CHECK(harness::runThreads(2, [&](int rank, int, ncclComm_t comm, cudaStream_t stream) {
+          const int slots = 16, ops = 100;
+          std::vector<float> warm(2, 1.0f);
+          CHECK_NCCL(ncclBroadcast(warm.data(), warm.data(), 2, ncclFloat32, 0, comm, stream));
+          CHECK_NCCL(plexusStreamSynchronize(stream));
+          if (!threads.wait(rank)) return 1L;
+          auto value = [](int r, int k, int e) { return (float)(r * 10000 + k * 2 + e); };
+          std::vector<float> bcast(2 * (slots + ops)), in(2 * ops), out(2 * ops, -1.0f);
+          for (int k = 0; k < slots + ops; k++)
+            for (int e = 0; e < 2; e++) bcast[2 * k + e] = rank == 0 ? value(0, k, e) : -1.0f;
+          for (int k = 0; k < ops; k++)
+            for (int e = 0; e < 2; e++) in[2 * k + e] = value(rank, k, e);
+          auto fill = [&] {
+            for (int k = 0; k < slots; k++)
+              CHECK_NCCL(ncclBroadcast(&bcast[2 * k], &bcast[2 * k], 2, ncclFloat32, 0, comm, stream));
+            return 0L;
+          };
+          auto more = [&] {
+            for (int k = 0; k < ops; k++) {
+              CHECK_NCCL(ncclBroadcast(&bcast[2 * (slots + k)], &bcast[2 * (slots + k)], 2, ncclFloat32, 0, comm,
+                                       stream));
+              CHECK_NCCL(ncclReduce(&in[2 * k], &out[2 * k], 2, ncclFloat32, ncclSum, 1, comm, stream));
+            }
+            return 0L;
+          };
+          if (rank == 0) {
+            if (fill() != 0) return 1L;
+            CHECK_NCCL(plexusStreamSynchronize(stream));  // done alone: rank 1's slots are all full
+            if (more() != 0) return 1L;                   // the first of these waits for rank 1
+          }
+          if (!threads.wait(rank)) return 1L;
+          if (rank == 1 && (fill() != 0 || more() != 0)) return 1L;
+          const ncclResult_t r = plexusStreamSynchronize(stream);
+          if (r != ncclSuccess) {
+            fprintf(stderr, "rank %d: %s (%s)\n", rank, ncclGetErrorString(r), ncclGetLastError(comm));
+            return 1L;
+          }
+          long bad = 0;
+          for (int k = 0; k < slots + ops; k++)
+            for (int e = 0; e < 2; e++) bad += bcast[2 * k + e] != value(0, k, e);
+          for (int k = 0; k < ops; k++)
+            for (int e = 0; e < 2; e++)
+              bad += rank == 1 ? out[2 * k + e] != value(0, k, e) + value(1, k, e) : out[2 * k + e] != -1.0f;
+          return bad;
+        }) == 0);
+}
+
 TEST_CASE("LL slots between host ranks: ranks whose NCCL_LL_BUFFSIZE differ take the smallest") {
   CHECK(harness::runProcesses("protocols-ll-slots-mismatch", 2) == 0);
 }
