@@ -3,6 +3,7 @@
 #include <nccl.h>
 #include <plexus.h>
 
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -284,6 +285,9 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetStat
   stats->p2pSlotBytes = comm->p2pSlotBytes.load(std::memory_order_relaxed);
   return ncclSuccess;
 }
+
+// Pinned. repeats was added last: a program built on a plexus.h without it must be rebuilt (the call writes 32 bytes).
+static_assert(sizeof(plexusLaunchInfo_t) == 32 && offsetof(plexusLaunchInfo_t, repeats) == 24, "plexusLaunchInfo_t");
 
 extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetLaunchInfo(ncclComm_t comm,
                                                                                         plexusLaunchInfo_t* info) {

@@ -83,7 +83,7 @@ class Launcher {
   // datatype and count (hence the same decision: algorithm, protocol, channels, chunk), that work as it was
   // launched; the caller sets the task's own fields (buffers, operator, root, opSeq) and calls relaunch. Else
   // nullptr. A lone collective repeated in a loop then launches without deciding, planning or building arguments
-  // again: 640 -> 200 instructions of its 1,450 (1 rank, 8 B Broadcast).
+  // again: 640 -> 250 instructions of its 1,465 (1 rank, 8 B Broadcast).
   plexusDevWork_v1_t* repeatable(cudaStream_t stream, int func, int datatype, size_t count) {
     if (!repeat_.valid || stream != lastStream_) return nullptr;
     plexusDevWork_v1_t& w = repeat_.args.inlineWorks[0];
