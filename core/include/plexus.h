@@ -77,9 +77,9 @@ ncclResult_t plexusCommGetRmaStats(ncclComm_t comm, uint64_t* directBytes, uint6
 /* How the communicator's operations were launched: kernel launches so far (one per plan: a run of operations one
  * kernel runs), where the last one's work items travelled (0: in the kernel's parameter, 1: in the workFifo ring,
  * 2: with a captured CUDA graph), how many it had, the workFifo's counters (entries written; entries the
- * device is done with), and how many launches repeated the one before them: a collective outside any group, on the
- * same stream, with the same collective, datatype and count as the previous launch (itself such a collective), is
- * launched again with its own buffers, operator and root, without deciding and planning it again (host backend). */
+ * device is done with), and how many launches repeated the one before them: where the previous launch was one
+ * collective alone, a collective outside any group on the same stream with the same collective, datatype and count
+ * is launched again with its own buffers, operator and root, without deciding and planning it again (host backend). */
 typedef struct {
   uint64_t launches;
   int lastStorage;
