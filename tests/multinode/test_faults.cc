@@ -247,8 +247,9 @@ TEST_CASE("faults: the survivors of a dead rank shrink it away and carry on") {
 
 namespace {
 
-// Rank 0 sends 256 KiB where rank 1 receives 512 KiB: rank 0 finds that the sizes differ (the zero-copy handshake
-// compares them) and fails at once, a verdict of its own that it sends nobody. Without PLEXUS_TIMEOUT rank 1 would
+// Rank 0 sends 256 KiB where rank 1 receives 512 KiB: rank 0 finds that the sizes differ (the handshake of a message
+// of 64 KiB or more carries the receiver's size, whether the message then goes zero-copy or through the slots) and
+// fails at once, a verdict of its own that it sends nobody. Without PLEXUS_TIMEOUT rank 1 would
 // wait for ever; it learns of rank 0's failure by asking rank 0's process, once its wait has lasted a second (as a
 // rank does that missed a peer's notice of a failure).
 long askScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
@@ -287,7 +288,11 @@ const harness::Scenario kAsk("fault-ask", askScenario);
 TEST_CASE("faults: a rank waiting on a peer that failed without telling it asks the peer, and fails with its reason") {
   matrix::ScopedEnv env;
   env.set("PLEXUS_TIMEOUT", "0");  // only the answer can end rank 1's wait
-  CHECK(harness::runProcesses("fault-ask", 2, 30) == 0);
+  for (const char* cma : {"1", "0"}) {  // the message would go by process_vm_writev, or through the slots
+    CAPTURE(cma);
+    env.set("PLEXUS_CMA", cma);
+    CHECK(harness::runProcesses("fault-ask", 2, 30) == 0);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------

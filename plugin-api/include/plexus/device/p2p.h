@@ -141,14 +141,16 @@ PLEXUS_HD P2pMove p2pStep(const plexusDevKernelArgs_v1_t* a, int channel, P2pSta
       return kP2pMoved;
     }
     if (loadAcquire(&x->seq) != q.step + 1) return kP2pBlocked;
+    /* The receiver's size comes with every record, whatever the route: through the slots a larger receive would
+     * otherwise take the rest of a step as data. */
+    if (x->size != m.bytes) {
+      s->status = PLEXUS_CHANNEL_ERROR;
+      return kP2pBlocked;
+    }
     const uint64_t kind = x->kind;
     if (kind == PLEXUS_XCHG_SLOTS) {
       m.mode = kP2pSlots;
       return kP2pMoved;
-    }
-    if (x->size != m.bytes) {
-      s->status = PLEXUS_CHANNEL_ERROR;
-      return kP2pBlocked;
     }
     if (kind == PLEXUS_XCHG_ADDRESS) {
       if (s->nAct == PLEXUS_P2P_MAX_ACTIONS) return kP2pBlocked;
