@@ -1,5 +1,6 @@
-// AllGather lowered to point-to-point (planner.cc, PLEXUS_P2P_COLLECTIVES): within one node, from 64 KiB
-// per rank on and where only the cost model decides, every rank writes its part straight into every
+// AllGather lowered to point-to-point (planner.cc, PLEXUS_P2P_COLLECTIVES): within one node whose ranks share a
+// process (between processes only when PLEXUS_P2P_COLLECTIVES=1), from 64 KiB per rank on and where only the cost
+// model decides, every rank writes its part straight into every
 // other's buffer; a Broadcast of 64 to 512 KiB between two ranks likewise. Checked by content, by the decision the planner reports and by the zero-copy counter;
 // in and out of place, in a group larger than one launch (a lowered collective's sends and receives are
 // never split over two launches), and left to the algorithms when NCCL_ALGO or the knob says so.
@@ -120,6 +121,12 @@ long lowering(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
 
 harness::Scenario kLowering("p2p-collectives", lowering);
 
+// Between processes, unless PLEXUS_P2P_COLLECTIVES=1: the sizes that threads lower stay with the algorithm plugins.
+harness::Scenario kNotLowered("p2p-collectives-not-lowered", [](int rank, int nranks, ncclComm_t comm,
+                                                                   cudaStream_t stream) {
+  return allGather(rank, nranks, comm, stream, 70001, false) + broadcast(rank, nranks, comm, stream, 70001, false);
+});
+
 }  // namespace
 
 TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as threads (2, 3)") {
@@ -129,11 +136,21 @@ TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as thr
   }
 }
 
-TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as processes (2, 3)") {
+// Opted in, with process_vm_writev forced on: the buffers are malloc'ed, and every part must still arrive zero-copy.
+TEST_CASE("AllGather and Broadcast as point-to-point within a node: ranks as processes (2, 3), "
+          "PLEXUS_P2P_COLLECTIVES=1") {
+  setenv("PLEXUS_P2P_COLLECTIVES", "1", 1);
+  setenv("PLEXUS_CMA", "1", 1);
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("p2p-collectives", n) == 0);
   }
+  unsetenv("PLEXUS_P2P_COLLECTIVES");
+  unsetenv("PLEXUS_CMA");
+}
+
+TEST_CASE("AllGather and Broadcast between processes stay with the algorithm plugins by default") {
+  CHECK(harness::runProcesses("p2p-collectives-not-lowered", 2) == 0);
 }
 
 TEST_CASE("AllGather and Broadcast as point-to-point: not with PLEXUS_P2P_COLLECTIVES=0, nor when NCCL_ALGO decides") {

@@ -161,7 +161,15 @@ ncclResult_t plannerInit(ncclComm* comm) {
   NCCLCHECK(tuningInit(&comm->tuning, &comm->algos, comm->config, comm->rank, comm->nRanks, comm->topo.nNodes,
                        comm->channels.count, comm->buffSize / PLEXUS_STEPS));
   comm->planner.checkArgs = envInt("CHECK_MODE", 0) != 0;
-  comm->planner.p2pCollectives = envInt("P2P_COLLECTIVES", 1) != 0;
+  // Unset: where the node's ranks are threads of one process (or GPUs), whose parts cross by a plain copy into the
+  // receiver's buffer. Not between host processes: there a part crosses by process_vm_writev or through the slots,
+  // and on the CI machine both lose to the ring's pipeline (2 ranks, malloc'ed buffers, busbw against Open MPI's:
+  // AllGather 1 MiB 1.08 -> 1.52, 64 MiB 1.22 -> 1.84, Broadcast 256 KiB 0.91 -> 1.55; 4 ranks AllGather 1 MiB 1.12
+  // -> 2.26). A peer's registered buffer (mapped, as fast as a thread's) would win, but no rank knows whether its
+  // peers' buffers are registered, and all must decide alike.
+  const int64_t p2pCollectives = envInt("P2P_COLLECTIVES", -1);
+  comm->planner.p2pCollectives =
+      p2pCollectives < 0 ? comm->topo.deviceChannels || comm->topo.machineProcs == 1 : p2pCollectives != 0;
   comm->planner.p2pLLThreshold = (size_t)std::max<int64_t>(0, envInt("P2P_LL_THRESHOLD", kP2pLLThreshold));
   // PLEXUS_P2P_COLLECTIVES=0 keeps collectives off algo-p2p (its sends and receives stay).
   if (!comm->planner.p2pCollectives && comm->p2pAlgo >= 0) comm->tuning.algoAllowed[comm->p2pAlgo] = false;

@@ -26,8 +26,9 @@ struct Decision {
 // The planner's own knobs, read once per communicator.
 struct PlannerConfig {
   bool checkArgs = false;  // PLEXUS_CHECK_MODE: cross-check collectives' arguments across ranks
-  // PLEXUS_P2P_COLLECTIVES: a large AllGather within one node (and a Broadcast of 64 to 512 KiB between two
-  // ranks) as grouped point-to-point, whose messages cross once (zero-copy) instead of twice through slots.
+  // PLEXUS_P2P_COLLECTIVES (default: where the node's ranks share one process): a large AllGather within one node
+  // (and a Broadcast of 64 to 512 KiB between two ranks) as grouped point-to-point, whose messages cross once
+  // (zero-copy) instead of twice through slots.
   bool p2pCollectives = true;
   // Sends and receives of at most this many bytes go as LL lines where their connection allows (NCCL_P2P_LL_THRESHOLD).
   size_t p2pLLThreshold = 0;
