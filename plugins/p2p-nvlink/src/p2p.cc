@@ -60,16 +60,15 @@ int llSlots(int bytes) {
 }
 
 // The pages of a receiver's segment that a connection's first operations use, touched by each process that maps it
-// (touchPages): the control page, the first PLEXUS_LL_HOST_SLOTS LL slots (each operation takes the next), and the
-// start of each Simple slot (steps of up to kTouchSimpleBytes). Not the whole segment: its 1,200 pages (2 ranks; 2,200
-// where ranks outnumber cores and LL has 1,024 slots) at 5 us each would double the initialization of 4 ranks on the
-// CI machine (145 -> 290 ms); the later LL slots and larger steps' pages cost their first use once.
+// (touchPages): the control page, every LL slot (each small operation takes the next), and the start of each Simple
+// slot (steps of up to kTouchSimpleBytes). Not the rest of the Simple slots: 1,024 pages at 5 us each would add 145 ms
+// to the initialization of 4 ranks on the CI machine, and an operation large enough to reach them costs far more than
+// its pages' first use.
 constexpr size_t kTouchSimpleBytes = 16384;
 
 void touchFirstPages(char* base, const RecvInfo& ri) {
   touchPages(base, kCtrlBytes);
-  touchPages(base + ri.buffOffset[PLEXUS_PROTO_LL],
-             std::min((size_t)ri.buffSizes[PLEXUS_PROTO_LL], (size_t)PLEXUS_LL_HOST_SLOTS * PLEXUS_LL_SLOT_BYTES));
+  touchPages(base + ri.buffOffset[PLEXUS_PROTO_LL], (size_t)ri.buffSizes[PLEXUS_PROTO_LL]);
   const size_t stepSize = (size_t)ri.buffSizes[PLEXUS_PROTO_SIMPLE] / PLEXUS_STEPS;
   for (int s = 0; s < PLEXUS_STEPS; s++)
     touchPages(base + ri.buffOffset[PLEXUS_PROTO_SIMPLE] + s * stepSize, std::min(stepSize, kTouchSimpleBytes));
