@@ -32,10 +32,11 @@ ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem);
 void memUnlinkName(LocalMem* mem);
 void memFree(LocalMem* mem);
 
-// Reads a word of every page in [p, p + bytes). Where the hypervisor shadows the guest's page tables (Firecracker's
-// PVM on the CI machine), a process's first access to each page of a shared segment traps to it even after
-// MAP_POPULATE: about 5 us a page, against 0.15 us for a whole 8-byte operation, and a read takes the trap for the
-// writes that follow too. Free elsewhere, where MAP_POPULATE has already made the mapping.
+// Reads a word of every page in [p, p + bytes). Where the hypervisor fills its own page tables lazily (the CI machine,
+// a Firecracker VM whose kernel runs under PVM), a process's first access to each page of a shared segment traps to it
+// even after MAP_POPULATE: about 5 us a page, against 0.15 us for a whole 8-byte operation; measured there, a read
+// takes the trap for the writes that follow too. Elsewhere MAP_POPULATE has made the mapping, and this costs a read
+// a page.
 void touchPages(const void* p, size_t bytes);
 
 // Maps the peer's memory described by handle.
