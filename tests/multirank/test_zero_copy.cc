@@ -1,8 +1,7 @@
 // Zero-copy point-to-point: messages of 64 KiB and more go straight into the receiver's buffer when
 // the sender can address it (ranks of one process, registered ncclMemAlloc memory between processes,
 // or any memory of another process through process_vm_writev) and through the connections' slots
-// otherwise (PLEXUS_CMA=0, the kernel refuses process_vm_writev: a seccomp filter here, or p2p-nvlink measured it
-// slower than the slots). Checked by content and by the
+// otherwise (PLEXUS_CMA=0, or the kernel refuses process_vm_writev: a seccomp filter here). Checked by content and by the
 // communicator's counters (plexusCommGetStats), mixed with small messages and collectives on the
 // same connectors.
 #include <doctest/doctest.h>
@@ -105,8 +104,8 @@ bool denyProcessVmWritev() {
 }
 
 // Processes: registered ncclMemAlloc buffers go zero-copy (mapped memfd); malloc'ed ones too through
-// process_vm_writev with PLEXUS_CMA=1, unless the kernel refuses (PLEXUS_TEST_DENY_CMA=1); with PLEXUS_CMA=0 the
-// slots carry them, unset the probe decides, and the data is right either way.
+// process_vm_writev, unless PLEXUS_CMA=0 or the kernel refuses (PLEXUS_TEST_DENY_CMA=1): then the
+// slots carry them, and the data is right either way.
 long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
   const char* cma = getenv("PLEXUS_CMA");
   const char* deny = getenv("PLEXUS_TEST_DENY_CMA");
@@ -115,8 +114,7 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
     fprintf(stderr, "rank %d: cannot install the seccomp filter: %s\n", rank, strerror(errno));
     return 1;
   }
-  const bool viaCma = cma && !strcmp(cma, "1") && !denied;
-  const bool probed = !cma && !denied;  // p2p-nvlink's probe decides: either way the data must be right
+  const bool viaCma = !(cma && !strcmp(cma, "0")) && !denied;
   const size_t count = 100000;  // 400 KB per pair
   long bad = 0;
   uint64_t zc = 0;
@@ -128,7 +126,7 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
     bad++;
   }
   bad += exchange(rank, nranks, comm, stream, count, false, &zc);
-  if (probed ? zc != expect && zc != 0 : zc != (viaCma ? expect : 0)) {
+  if (zc != (viaCma ? expect : 0)) {
     fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes, expected %llu\n",
             rank, (unsigned long long)zc, (unsigned long long)(viaCma ? expect : 0));
     bad++;
@@ -156,31 +154,21 @@ TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's bu
 }
 
 TEST_CASE("zero-copy point-to-point between processes (2, 3): ncclMemAlloc memory mapped, any memory by "
-          "process_vm_writev (PLEXUS_CMA=1)") {
-  setenv("PLEXUS_CMA", "1", 1);
+          "process_vm_writev") {
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("zero-copy-processes", n) == 0);
   }
-  unsetenv("PLEXUS_CMA");
 }
 
-// PLEXUS_CMA=1 with the kernel refusing: the first write fails and the connection falls back to its slots. Unset, the
-// probe decides (and sees the refusal itself where the kernel refuses).
-TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev (PLEXUS_CMA=0, refused by the "
-          "kernel, or slower than the slots here) the slots carry the data") {
-  for (const char* vars : {"PLEXUS_CMA=0", "PLEXUS_CMA=1 PLEXUS_TEST_DENY_CMA=1", "PLEXUS_TEST_DENY_CMA=1", ""}) {
-    CAPTURE(vars);
-    std::vector<std::string> set;
-    for (std::string rest = vars; !rest.empty();) {
-      const size_t sp = rest.find(' ');
-      const std::string kv = rest.substr(0, sp);
-      rest = sp == std::string::npos ? "" : rest.substr(sp + 1);
-      const std::string k = kv.substr(0, kv.find('='));
-      setenv(k.c_str(), kv.substr(kv.find('=') + 1).c_str(), 1);
-      set.push_back(k);
-    }
+TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev (PLEXUS_CMA=0, or refused by "
+          "the kernel) the slots carry the data") {
+  for (const char* var : {"PLEXUS_CMA=0", "PLEXUS_TEST_DENY_CMA=1"}) {
+    CAPTURE(var);
+    const std::string kv = var;
+    const std::string k = kv.substr(0, kv.find('=')), v = kv.substr(kv.find('=') + 1);
+    setenv(k.c_str(), v.c_str(), 1);
     CHECK(harness::runProcesses("zero-copy-processes", 3) == 0);
-    for (const std::string& k : set) unsetenv(k.c_str());
+    unsetenv(k.c_str());
   }
 }

@@ -216,8 +216,8 @@ ncclResult_t recvConnect(void* resources, const plexusConnectInfo_v1_t* peerInfo
   conn->flags = sameProcess(res) ? PLEXUS_CONN_P2P_SAME_SPACE : 0;
   // Pids mean the same only on one machine, in one pid namespace.
   const uint64_t ns = pidNamespace();
-  res->cmaOk = !sameProcess(res) && ns && si.pidNs == ns && res->self.machineHash == res->peer.machineHash &&
-               res->self.pid != res->peer.pid && cmaEnabled();
+  res->cmaOk = !sameProcess(res) && cmaEnabled() && ns && si.pidNs == ns &&
+               res->self.machineHash == res->peer.machineHash && res->self.pid != res->peer.pid;
   return ncclSuccess;
 }
 

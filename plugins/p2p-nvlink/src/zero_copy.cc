@@ -6,60 +6,19 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "log.h"
 
 namespace p2p {
 
-namespace {
-
-// Whether process_vm_writev's one copy beats the slots' two: it writes 1 MiB into this process at 60% of memcpy's
-// speed or better (best of 5 each). The slots' copies run one on each rank's core at the same time, so a message
-// moves through them at a good part of one memcpy's speed; a kernel copy much slower than that loses although it
-// touches memory once. On the CI machine (a VM) this probe reads 0.25-0.45, and the slots win at every size from
-// 64 KiB to 64 MiB (2 ranks, malloc'ed buffers, busbw against Open MPI's: AlltoAll 1 MiB 1.15 -> 1.30, 64 MiB
-// 1.20 -> 1.80; 4 ranks 1 MiB 0.90 -> 1.07; sendrecv 1 MiB 11.5-14 -> 18-20 GB/s).
-bool cmaProbe() {
-  constexpr size_t kBytes = 1 << 20;
-  std::vector<char> src(kBytes, 1), dst(kBytes, 0);  // in memory, not first touched under the clock
-  double cma = 1e30, copy = 1e30;
-  for (int i = 0; i < 5; i++) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!cmaWrite((uint64_t)getpid(), (uint64_t)(uintptr_t)dst.data(), src.data(), kBytes)) {
-      P2P_INFO("p2p-nvlink: process_vm_writev refused (%s): messages between processes go through the connection's "
-               "slots", strerror(errno));
-      return false;
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    memcpy(dst.data(), src.data(), kBytes);
-    __asm__ __volatile__("" : : "r"(dst.data()) : "memory");  // the copy is used
-    const auto t2 = std::chrono::steady_clock::now();
-    cma = std::min(cma, std::chrono::duration<double>(t1 - t0).count());
-    copy = std::min(copy, std::chrono::duration<double>(t2 - t1).count());
-  }
-  const bool fast = copy >= 0.6 * cma;
-  P2P_INFO("p2p-nvlink: process_vm_writev copies 1 MiB at %.1f GB/s, memcpy at %.1f GB/s: %s", kBytes / cma / 1e9,
-           kBytes / copy / 1e9,
-           fast ? "receive buffers between processes take messages from 64 KiB on in one copy"
-                : "messages between processes go through the connection's slots (PLEXUS_CMA=1 uses it anyway)");
-  return fast;
-}
-
-}  // namespace
-
 bool cmaEnabled() {
   const char* v = getenv("PLEXUS_CMA");
   if (!v) v = getenv("NCCL_CMA");
-  if (v) return atoi(v) != 0;
-  static const bool fast = cmaProbe();
-  return fast;
+  return !v || atoi(v) != 0;
 }
 
 uint64_t pidNamespace() {

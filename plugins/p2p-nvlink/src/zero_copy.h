@@ -1,7 +1,7 @@
 // Zero-copy point-to-point between processes of one machine on the host backend, the capability p2p-nvlink gives
 // the shared step loop (transport_v1's p2pDescribe / p2pWrite): a receiver's registered ncclMemAlloc memory, which
 // the sender maps through /proc/<pid>/fd/<fd>, or any receive buffer, which the sender writes with
-// process_vm_writev (one copy, as MPI's CMA path) where it is fast enough (cmaEnabled).
+// process_vm_writev (one copy, as MPI's CMA path; PLEXUS_CMA=0 turns it off).
 #pragma once
 
 #include <plexus/device_v1.h>
@@ -13,8 +13,7 @@
 
 namespace p2p {
 
-// PLEXUS_CMA (else NCCL_CMA); unset, whether process_vm_writev copies at least half as fast as memcpy here (measured
-// once per process, at the first connection that could use it).
+// PLEXUS_CMA (else NCCL_CMA), default on.
 bool cmaEnabled();
 // This process's pid namespace (its inode), 0 when unknown: pids of two processes mean the same only within one.
 uint64_t pidNamespace();
