@@ -54,13 +54,19 @@ def main():
                 src, dst = torch.ones(per * n), torch.empty(per * n)
                 fn = lambda: dist.all_to_all_single(dst, src)
             nbytes = (count if op in ("allreduce", "broadcast") else per * n) * 4
-            fn()  # warm-up (connections made on demand)
-            # Iterations: as many as fit the time budget by a first timing, the same on every rank.
+            # Warm-up as nccl-tests' (-w 5): connections are made on demand, and a process's first use of each
+            # page of a buffer (the library's or the tensor's) costs more than the copy on some machines (README).
+            for _ in range(5):
+                fn()
+            # Iterations: as many as fit the time budget by a first timing, the same on every rank; a fifth of them
+            # more as warm-up, so that the operations reach every slot of the library's buffers before timing.
             t0 = time.perf_counter()
             fn()
             one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
             dist.all_reduce(one, op=dist.ReduceOp.MAX)
             iters = int(max(3, min(2000, a.seconds / max(one.item(), 1e-7))))
+            for _ in range(iters // 5):
+                fn()
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
