@@ -155,6 +155,56 @@ TEST_CASE("host stream: the worker backs off while a producer runs its full ring
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
 }
 
+TEST_CASE("host stream: synchronizing after each operation stops rousing the worker, and the rouses come back") {
+  cudaStream_t s;
+  REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
+  HostStream* hs = hostStreamOf(s);
+  REQUIRE(hs != nullptr);
+  // An application that synchronizes after each operation runs each one itself; a rouse at every return would wake
+  // the worker to find the next one taken again. Each operation lasts 5 us, so that the worker, woken, finds one in
+  // flight (the case that costs a spinning rank its core), and the loop outlasts several of the worker's looks.
+  const auto spin = [] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return ncclSuccess;
+  };
+  constexpr int kOps = 40000;
+  const uint64_t rousesBefore = hs->workerRouses();
+  for (int i = 0; i < kOps; i++) {
+    hs->enqueue(spin);
+    REQUIRE(plexusStreamSynchronize(s) == ncclSuccess);
+  }
+  const uint64_t rouses = hs->workerRouses() - rousesBefore;
+  INFO("rouses during " << kOps << " synchronized operations: " << rouses);
+  CHECK(rouses < 100);
+  // An operation nobody waits for still runs: at the worker's next look (its busy period, 4 ms, twice at most).
+  const auto run = [&](int64_t* us) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::promise<int64_t> started;
+    std::future<int64_t> startedUs = started.get_future();
+    hs->enqueue([&] {
+      started.set_value(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+      return ncclSuccess;
+    });
+    REQUIRE(startedUs.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    *us = startedUs.get();
+  };
+  int64_t us;
+  run(&us);
+  INFO("after the loop, an unsynchronized operation started after " << us << " us");
+  CHECK(us < 20000);
+  // The worker ran it: the rouses are back, and the first operation after a synchronize starts within a launch
+  // delay or two again (as in the test above).
+  hs->enqueue(spin);
+  REQUIRE(plexusStreamSynchronize(s) == ncclSuccess);
+  run(&us);
+  INFO("after one synchronize, an unsynchronized operation started after " << us << " us");
+  CHECK(us < 2000);
+  REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
+}
+
 TEST_CASE("host stream: every operation nobody synchronizes runs, however its enqueue meets the worker's sleep") {
   cudaStream_t s;
   REQUIRE(plexusStreamCreate(&s) == ncclSuccess);

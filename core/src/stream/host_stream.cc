@@ -171,13 +171,31 @@ void HostStream::workerLoop() {
   microseconds unclaimed(0);          // how long frontSeen has been first in the queue
   microseconds check = launchDelay_;  // the wait before the last look at the front
   // A wait while other threads move the queue on, cut short when a synchronizing thread returns: what the
-  // application launches next is fresh work.
+  // application launches next is fresh work. Unless the last kIdleRouses rouses each found the next operation taken
+  // by a synchronizing thread again: an application that synchronizes after each operation would otherwise have
+  // the worker woken every few hundred operations for nothing, each time taking the core of a spinning rank (2 ranks
+  // on 2 cores, 64 B AllGather and synchronize 300,000 times: 1,300-1,500 preemptions of rank 0, 0.78-0.89 us per
+  // operation; 105 and 0.58-0.60 us without those rouses; PyTorch's 8 B allreduce 20-21 -> 13-15 us). The rouses
+  // come back once the worker runs an operation, as it does at its next look (4 ms) if nobody synchronizes.
+  constexpr int kIdleRouses = 16;
+  int idleRouses = 0;      // rouses in a row after which the worker ran nothing before dozing again
+  bool rouseOpen = false;  // roused, and nothing run since
   auto doze = [&] {
     std::unique_lock<std::mutex> lock(mu_);
+    if (rouseOpen && ++idleRouses >= kIdleRouses) rouseWanted_.store(false, std::memory_order_relaxed);
+    rouseOpen = false;
     workerDozes_ = true;
     workCv_.wait_for(lock, check, [this] { return stop_ || !workerDozes_; });
-    if (!workerDozes_) frontSeen = UINT64_MAX;  // roused
+    if (!workerDozes_) {  // roused
+      frontSeen = UINT64_MAX;
+      rouseOpen = true;
+    }
     workerDozes_ = false;
+  };
+  auto ran = [&] {
+    idleRouses = 0;
+    rouseOpen = false;
+    rouseWanted_.store(true, std::memory_order_relaxed);
   };
   while (!stop_) {
     workerLooks_.fetch_add(1, std::memory_order_relaxed);
@@ -198,6 +216,7 @@ void HostStream::workerLoop() {
             workCv_.wait_for(lock, maxPeriod, woken);
         }
         workerAsleep_ = false;
+        rouseOpen = false;
         period = launchDelay_;
         quiet = 0;
       } else {
@@ -245,6 +264,7 @@ void HostStream::workerLoop() {
       continue;
     }
     // Work was left unclaimed: check back promptly.
+    ran();
     period = launchDelay_;
     quiet = 0;
   }
@@ -270,9 +290,11 @@ ncclResult_t HostStream::synchronize() {
     if (head_.load() < target && running_.load()) doneCv_.wait_for(lock, std::chrono::milliseconds(10));
   }
   syncing_--;
-  if (workerDozes_.load()) {  // backing off while this thread ran the queue: what comes next is fresh work
+  // Backing off while this thread ran the queue: what comes next is fresh work.
+  if (workerDozes_.load() && rouseWanted_.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(mu_);
     workerDozes_ = false;
+    workerRouses_.fetch_add(1, std::memory_order_relaxed);
     workCv_.notify_one();
   }
   return (ncclResult_t)error_.exchange(ncclSuccess);

@@ -9,7 +9,7 @@
 // another thread runs the queue, at doubling intervals while other threads move it on (up to 4 ms) or
 // keep enqueuing (up to 1 ms), and only after a quiet spell does it sleep until the next enqueue wakes
 // it. A synchronizing thread that returns rouses it, so that what the application launches next starts
-// after a launch delay.
+// after a launch delay; not while the rouses keep finding the next operation run by a synchronizing thread.
 #pragma once
 
 #include <nccl.h>
@@ -52,6 +52,8 @@ class HostStream {
   // that sleep (publish then takes no locked instruction).
   uint64_t workerSleeps() const { return workerSleeps_.load(std::memory_order_relaxed); }
   bool processBarriers() const { return processBarriers_; }
+  // For tests: how many times a returning synchronize cut the worker's back-off short.
+  uint64_t workerRouses() const { return workerRouses_.load(std::memory_order_relaxed); }
 
  private:
   // Operations live in a ring of slots: a producer takes a ticket (tail_), fills the ticket's slot and
@@ -93,9 +95,11 @@ class HostStream {
   std::atomic<uint64_t> wakeAt_{UINT64_MAX};   // smallest head a thread asleep on doneCv_ waits for
   std::atomic<bool> workerAsleep_{false};      // waits for an enqueue, not on a timer
   std::atomic<bool> workerDozes_{false};       // backs off while other threads move the queue on
+  std::atomic<bool> rouseWanted_{true};        // a returning synchronize rouses a dozing worker (workerLoop)
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> workerLooks_{0};
   std::atomic<uint64_t> workerSleeps_{0};
+  std::atomic<uint64_t> workerRouses_{0};
   std::mutex mu_;
   std::condition_variable workCv_, doneCv_;
   const std::chrono::microseconds launchDelay_;
