@@ -117,6 +117,20 @@ TEST_CASE("host stream: launches' bytes need no allocation, the first time round
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
 }
 
+// Enqueues an operation nobody synchronizes and returns when, after the enqueue, the worker started it (us).
+static int64_t unsynchronizedStartUs(HostStream* hs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::promise<int64_t> started;
+  std::future<int64_t> startedUs = started.get_future();
+  hs->enqueue([&] {
+    started.set_value(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+    return ncclSuccess;
+  });
+  REQUIRE(startedUs.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  return startedUs.get();
+}
+
 TEST_CASE("host stream: the worker backs off while a producer runs its full ring, and a synchronize rouses it") {
   cudaStream_t s;
   REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
@@ -140,16 +154,7 @@ TEST_CASE("host stream: the worker backs off while a producer runs its full ring
   CHECK(looks < 50);
   // The worker now waits up to its busy period (4 ms) between looks. The synchronize that just returned roused it:
   // an operation nobody waits for starts after a launch delay or two (20 us each), not after two busy periods.
-  const auto t0 = std::chrono::steady_clock::now();
-  std::promise<int64_t> started;  // the operation's start, as the worker ran it
-  std::future<int64_t> startedUs = started.get_future();
-  hs->enqueue([&] {
-    started.set_value(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
-    return ncclSuccess;
-  });
-  REQUIRE(startedUs.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
-  const int64_t us = startedUs.get();
+  const int64_t us = unsynchronizedStartUs(hs);
   INFO("started after " << us << " us");
   CHECK(us < 2000);
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
@@ -179,27 +184,14 @@ TEST_CASE("host stream: synchronizing after each operation stops rousing the wor
   INFO("rouses during " << kOps << " synchronized operations: " << rouses);
   CHECK(rouses < 100);
   // An operation nobody waits for still runs: at the worker's next look (its busy period, 4 ms, twice at most).
-  const auto run = [&](int64_t* us) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::promise<int64_t> started;
-    std::future<int64_t> startedUs = started.get_future();
-    hs->enqueue([&] {
-      started.set_value(
-          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
-      return ncclSuccess;
-    });
-    REQUIRE(startedUs.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
-    *us = startedUs.get();
-  };
-  int64_t us;
-  run(&us);
+  int64_t us = unsynchronizedStartUs(hs);
   INFO("after the loop, an unsynchronized operation started after " << us << " us");
   CHECK(us < 20000);
   // The worker ran it: the rouses are back, and the first operation after a synchronize starts within a launch
   // delay or two again (as in the test above).
   hs->enqueue(spin);
   REQUIRE(plexusStreamSynchronize(s) == ncclSuccess);
-  run(&us);
+  us = unsynchronizedStartUs(hs);
   INFO("after one synchronize, an unsynchronized operation started after " << us << " us");
   CHECK(us < 2000);
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
