@@ -176,7 +176,8 @@ void HostStream::workerLoop() {
   // the worker woken every few hundred operations for nothing, each time taking the core of a spinning rank (2 ranks
   // on 2 cores, 64 B AllGather and synchronize 300,000 times: 1,300-1,500 preemptions of rank 0, 0.78-0.89 us per
   // operation; 105 and 0.58-0.60 us without those rouses; PyTorch's 8 B allreduce 20-21 -> 13-15 us). The rouses
-  // come back once the worker runs an operation, as it does at its next look (4 ms) if nobody synchronizes.
+  // come back once the worker runs an operation, as it does at its next look or the one after (4 ms each) if
+  // nobody synchronizes.
   constexpr int kIdleRouses = 16;
   int idleRouses = 0;      // rouses in a row after which the worker ran nothing before dozing again
   bool rouseOpen = false;  // roused, and nothing run since
