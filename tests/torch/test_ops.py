@@ -169,6 +169,13 @@ def main():
     check("all_reduce_coalesced 1", a, reference("sum", [data(r, torch.float32) for r in range(n)], torch.float32))
     check("all_reduce_coalesced 2", b,
           reference("sum", [data(r, torch.float32, 5, salt=3) for r in range(n)], torch.float32))
+    # all_gather_coalesced: two inputs of different sizes (torch wants one dtype), each gathered into its own list.
+    a, b = data(rank, torch.float32), data(rank, torch.float32, 5, salt=3)
+    outs = [[torch.empty(N, dtype=torch.float32), torch.empty(5, dtype=torch.float32)] for _ in range(n)]
+    dist.all_gather_coalesced(outs, [a, b])
+    for r in range(n):
+        check("all_gather_coalesced 1 part %d" % r, outs[r][0], data(r, torch.float32))
+        check("all_gather_coalesced 2 part %d" % r, outs[r][1], data(r, torch.float32, 5, salt=3))
     objs = [None] * n
     dist.all_gather_object(objs, {"rank": rank, "name": "r%d" % rank})
     if objs != [{"rank": r, "name": "r%d" % r} for r in range(n)]:

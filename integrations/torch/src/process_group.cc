@@ -78,6 +78,11 @@ bool adjacent(const std::vector<at::Tensor>& ts) {
   return true;
 }
 
+// Copies between the staging buffers and the tensors of a list (contiguous, CPU: checkTensor): a memcpy, where
+// at::Tensor::copy_ and the views it needs go through torch's dispatcher (2 processes, 8 B to 4 KiB: list all_gather
+// 24-26 -> 19-23 us, list reduce_scatter 23-27 -> 19-22 us).
+void copyBytes(void* dst, const void* src, size_t bytes) { memcpy(dst, src, bytes); }
+
 // From this size of one rank's part on, an AllGather into separate tensors is sends and receives into them (Plexus's
 // planner lowers a one-buffer AllGather to the same from about here, within a node).
 constexpr int64_t kDirectAllGatherBytes = 64 << 10;
@@ -355,8 +360,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(std::vector<std::ve
       "allgather", c10d::OpType::ALLGATHER, outs,
       [&] { return ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), ncclType(in), comm_, stream_); },
       [this, flat, outs]() mutable {
-        for (size_t r = 0; r < outs.size(); r++)
-          outs[r].view({-1}).copy_(flat.narrow(0, (int64_t)r * outs[r].numel(), outs[r].numel()));
+        const size_t part = outs[0].nbytes();
+        for (size_t r = 0; r < outs.size(); r++) copyBytes(outs[r].data_ptr(), (char*)flat.data_ptr() + r * part, part);
         release(flat);
       });
 }
@@ -407,8 +412,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(std::vect
       },
       [flats, outs]() mutable {
         for (size_t r = 0; r < outs.size(); r++)
-          for (size_t i = 0; i < outs[r].size(); i++)
-            outs[r][i].view({-1}).copy_(flats[i].narrow(0, (int64_t)r * outs[r][i].numel(), outs[r][i].numel()));
+          for (size_t i = 0; i < outs[r].size(); i++) {
+            const size_t part = outs[r][i].nbytes();
+            copyBytes(outs[r][i].data_ptr(), (char*)flats[i].data_ptr() + r * part, part);
+          }
       });
 }
 
@@ -479,7 +486,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(std::vector<at
   at::Tensor flat;
   if (!adjacent(inputs[0])) {
     flat = scratch(out, (int64_t)size_ * out.numel());
-    for (int r = 0; r < size_; r++) flat.narrow(0, (int64_t)r * out.numel(), out.numel()).copy_(inputs[0][r].view({-1}));
+    for (int r = 0; r < size_; r++)
+      copyBytes((char*)flat.data_ptr() + r * out.nbytes(), inputs[0][r].data_ptr(), out.nbytes());
   }
   void* src = flat.defined() ? flat.data_ptr() : inputs[0][0].data_ptr();
   return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, [&] {
