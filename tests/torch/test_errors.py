@@ -23,6 +23,12 @@ def main():
     except RuntimeError as e:
         if "plexus" not in str(e):
             problems.append("an int16 tensor failed without Plexus's message: %s" % e)
+    try:  # torch leaves the output lists' type to the backend: a float64 list for float32 inputs
+        dist.all_gather_coalesced([[torch.empty(4, dtype=torch.float64)] for _ in range(2)], [torch.ones(4)])
+        problems.append("all_gather_coalesced into float64 outputs of float32 inputs was accepted")
+    except RuntimeError as e:
+        if "plexus: allgather_coalesced: output 0 holds 4 x Double, its input 4 x Float" not in str(e):
+            problems.append("all_gather_coalesced of mismatched types failed without Plexus's message: %s" % e)
     t = torch.ones(8)
     dist.all_reduce(t)
     if not torch.equal(t, torch.full((8,), 2.0)):

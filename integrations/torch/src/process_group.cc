@@ -393,8 +393,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(std::vect
                 "per input (", inputs.size(), "), one holds ", list.size());
     for (size_t i = 0; i < list.size(); i++) {
       checkTensor(list[i], "allgather_coalesced");
-      TORCH_CHECK(list[i].numel() == inputs[i].numel(), "plexus: allgather_coalesced: output ", i, " has ",
-                  list[i].numel(), " elements, its input ", inputs[i].numel());
+      TORCH_CHECK(list[i].numel() == inputs[i].numel() && list[i].scalar_type() == inputs[i].scalar_type(),
+                  "plexus: allgather_coalesced: output ", i, " holds ", list[i].numel(), " x ", list[i].scalar_type(),
+                  ", its input ", inputs[i].numel(), " x ", inputs[i].scalar_type());
       all.push_back(list[i]);
     }
   }
@@ -413,7 +414,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(std::vect
       [flats, outs]() mutable {
         for (size_t r = 0; r < outs.size(); r++)
           for (size_t i = 0; i < outs[r].size(); i++) {
-            const size_t part = outs[r][i].nbytes();
+            const size_t part = outs[r][i].nbytes();  // its input's (checked above)
             copyBytes(outs[r][i].data_ptr(), (char*)flats[i].data_ptr() + r * part, part);
           }
       });
