@@ -1,6 +1,7 @@
 """DistributedDataParallel on the plexus backend: a small MLP learns a linear map from synthetic data, each process
 on its own batches; gradients are averaged by DDP's bucketed allreduce (or, with --hook, by a communication hook
-that reads the allreduce's future). --backend gloo runs the same on Gloo for comparison.
+that reads the allreduce's future; --hook powersgd compresses them with PowerSGD, whose hook waits for allreduces
+inside its futures' callbacks). --backend gloo runs the same on Gloo for comparison.
 
     python3 -m plexus_torch.launch --nproc-per-node 2 examples/torch-ddp/train.py --steps 20
     python3 -m plexus_torch.launch --nproc-per-node 2 examples/torch-ddp/train.py --backend gloo
@@ -14,7 +15,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -24,7 +25,8 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--width", type=int, default=256)
-    p.add_argument("--hook", action="store_true", help="average gradients through a communication hook")
+    p.add_argument("--hook", nargs="?", const="allreduce", choices=["allreduce", "powersgd"],
+                   help="average gradients through a communication hook: allreduce (the default) or powersgd")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     if a.backend == "plexus":
@@ -36,8 +38,12 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(32, a.width), torch.nn.ReLU(), torch.nn.Linear(a.width, a.width),
                                 torch.nn.ReLU(), torch.nn.Linear(a.width, 1))
     ddp = DDP(model, bucket_cap_mb=1)  # several buckets: several allreduces per step
-    if a.hook:
+    if a.hook == "allreduce":
         ddp.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
+    elif a.hook == "powersgd":  # compressing from the second step on, with error feedback and warm start
+        state = powerSGD_hook.PowerSGDState(dist.group.WORLD, matrix_approximation_rank=2, start_powerSGD_iter=2,
+                                            min_compression_rate=1)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(a.seed * 1000 + rank)  # each process its own data
     losses = []

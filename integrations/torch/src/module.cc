@@ -24,6 +24,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         plexusCommLastDecision(pg.comm(), &d);
         return py::make_tuple(d.algorithm ? d.algorithm : "", d.protocol ? d.protocol : "", d.nChannels,
                               d.reason ? d.reason : "");
+      })
+      // For tests: (wakes, operations settled) of the group's completion thread.
+      .def("plexus_completer_counts", [](const plexus_torch::ProcessGroupPlexus& pg) {
+        return pg.settlement().completerCounts();
       });
   m.attr("nccl_version") = NCCL_VERSION_CODE;
 }

@@ -96,6 +96,14 @@ ncclResult_t grouped(const std::function<ncclResult_t()>& calls) {
   return r != ncclSuccess ? r : end;
 }
 
+// Plexus's failure as the exception Python raises: what failed, NCCL's error string, and the communicator's last
+// error (which names the rank and peer of a timeout).
+std::runtime_error plexusError(ncclComm_t comm, const char* what, ncclResult_t r) {
+  const char* last = comm ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
+  return std::runtime_error(std::string("plexus: ") + what + " failed: " + ncclGetErrorString(r) +
+                            (last && *last ? std::string(": ") + last : std::string()));
+}
+
 }  // namespace
 
 ProcessGroupPlexus::ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -121,10 +129,95 @@ ProcessGroupPlexus::ProcessGroupPlexus(const c10::intrusive_ptr<c10d::Store>& st
   if (timeout.count() > 0) plexusCommSetTimeout(comm_, (double)timeout.count() / 1000.0);
   r = plexusStreamCreate(&stream_);
   if (r != ncclSuccess) fail("plexusStreamCreate", r);
-  completer_ = std::thread([this] { complete(); });
+  settlement_ = std::make_shared<Settlement>(comm_, stream_);
 }
 
 ProcessGroupPlexus::~ProcessGroupPlexus() {
+  if (settlement_) settlement_->close();
+  if (stream_) plexusStreamDestroy(stream_);
+  if (comm_) ncclCommDestroy(comm_);
+}
+
+void ProcessGroupPlexus::fail(const char* what, ncclResult_t r) const { throw plexusError(comm_, what, r); }
+
+Settlement::Settlement(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {
+  completer_ = std::thread([this] { complete(); });
+}
+
+void Settlement::push(std::vector<PendingOp> ops) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (PendingOp& op : ops) pending_.push_back(std::move(op));
+  pushed_ += ops.size();
+}
+
+void Settlement::rouse() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hurry_ || taken_ == pushed_) return;
+  hurry_ = true;
+  cv_.notify_one();
+}
+
+void Settlement::settle() {
+  std::lock_guard<std::recursive_mutex> order(settleMu_);
+  const std::thread::id outer = settler_.exchange(std::this_thread::get_id());
+  std::deque<PendingOp> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_) batch.swap(pending_);
+    taken_ = pushed_;
+  }
+  if (!batch.empty()) {
+    // Everything enqueued before this call, the batch among it, has run when this returns (with the first error).
+    const ncclResult_t r = plexusStreamSynchronize(stream_);
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    for (PendingOp& op : batch) {
+      try {
+        if (r != ncclSuccess || async != ncclSuccess)
+          throw plexusError(comm_, op.what.c_str(), async != ncclSuccess ? async : r);
+        if (op.after) op.after();
+        op.future->markCompleted(c10::IValue(op.outputs));
+      } catch (...) {
+        op.future->setError(std::current_exception());
+      }
+    }
+  }
+  settler_.store(outer);
+}
+
+// Wakes when a future is asked for (rouse), else polls: an operation pushed before one poll and still pending at the
+// next is one nobody waits for (an asynchronous operation whose Work was dropped, or never waited), and is settled
+// then. The polls come every 4 ms while they find operations pending, else every 100 ms: a push does not wake this
+// thread, as each wake takes a core that a spinning rank needs (a wake per 1 MiB allreduce, then one per few
+// operations, cost 5-15% of the time of 2 processes on 2 cores).
+void Settlement::complete() {
+  using std::chrono::milliseconds;
+  std::unique_lock<std::mutex> lock(mu_);
+  uint64_t seen = 0;  // pushed_ at the last poll
+  bool busy = false;  // the last poll found operations pending
+  for (;;) {
+    if (!hurry_ && !stopping_) {
+      cv_.wait_for(lock, busy ? milliseconds(4) : milliseconds(100), [&] { return hurry_ || stopping_; });
+      wakes_.fetch_add(1, std::memory_order_relaxed);
+      if (!hurry_ && !stopping_) {
+        const bool left = taken_ < seen;
+        busy = taken_ < pushed_;
+        seen = pushed_;
+        if (!left) continue;
+      }
+    }
+    hurry_ = false;
+    if (stopping_ && taken_ == pushed_) return;
+    const uint64_t before = taken_;
+    lock.unlock();
+    settle();
+    lock.lock();
+    // What this thread took (a waiting thread may have taken it first).
+    completerSettled_.fetch_add(taken_ - before, std::memory_order_relaxed);
+  }
+}
+
+void Settlement::close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -140,47 +233,56 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
       completer_.join();
     }
   }
-  if (stream_) plexusStreamDestroy(stream_);
-  if (comm_) ncclCommDestroy(comm_);
-}
-
-void ProcessGroupPlexus::fail(const char* what, ncclResult_t r) const {
-  const char* last = comm_ ? ncclGetLastError(comm_) : ncclGetLastError(nullptr);
-  throw std::runtime_error(std::string("plexus: ") + what + " failed: " + ncclGetErrorString(r) +
-                           (last && *last ? std::string(": ") + last : std::string()));
+  std::lock_guard<std::recursive_mutex> order(settleMu_);  // a thread still settling is done
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
 }
 
 bool WorkPlexus::wait(std::chrono::milliseconds) {
+  if (!future_->completed()) settlement_->settle();
   future_->wait();
   if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   return true;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::push(std::vector<Op> ops) {
+bool WorkPlexus::isCompleted() {
+  if (future_->completed()) return true;
+  settlement_->rouse();
+  return false;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkPlexus::getFuture() {
+  if (!future_->completed()) {
+    // Inside a future's callback on the settling thread, nobody else would complete it: settled here, now.
+    if (settlement_->settlingHere())
+      settlement_->settle();
+    else
+      settlement_->rouse();
+  }
+  return future_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::push(std::vector<PendingOp> ops) {
   auto future = ops.back().future;
   const c10d::OpType type = ops.size() == 1 ? ops[0].type : c10d::OpType::UNKNOWN;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Op& op : ops) pending_.push_back(std::move(op));
-  }
-  cv_.notify_one();
-  return c10::make_intrusive<WorkPlexus>(rank_, type, future);
+  settlement_->push(std::move(ops));
+  return c10::make_intrusive<WorkPlexus>(rank_, type, future, settlement_);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::run(const char* what, c10d::OpType type,
                                                        std::vector<at::Tensor> outputs,
                                                        const std::function<ncclResult_t()>& enqueue, After after) {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-  Op op{future, std::move(outputs), std::move(after), what, type};
+  PendingOp op{future, std::move(outputs), std::move(after), what, type};
   std::lock_guard<std::mutex> lock(enqueueMu_);
   ncclResult_t r = enqueue();
   if (r != ncclSuccess) fail(what, r);
   if (coalescing_) {  // launched, and settled, from endCoalescing on
     coalesced_.push_back(std::move(op));
-    return c10::make_intrusive<WorkPlexus>(rank_, type, future);
+    return c10::make_intrusive<WorkPlexus>(rank_, type, future, settlement_);
   }
   seq_++;
-  std::vector<Op> one;
+  std::vector<PendingOp> one;
   one.push_back(std::move(op));
   return push(std::move(one));
 }
@@ -195,12 +297,12 @@ void ProcessGroupPlexus::startCoalescing() {
 void ProcessGroupPlexus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>&) {
   TORCH_CHECK(coalescing_, "plexus: endCoalescing without startCoalescing");
   coalescing_ = false;
-  std::vector<Op> ops = std::move(coalesced_);
+  std::vector<PendingOp> ops = std::move(coalesced_);
   coalesced_.clear();
   std::lock_guard<std::mutex> lock(enqueueMu_);
   ncclResult_t r = ncclGroupEnd();
   if (r != ncclSuccess) {
-    for (Op& op : ops)
+    for (PendingOp& op : ops)
       op.future->setError(std::make_exception_ptr(std::runtime_error(
           std::string("plexus: the coalesced group failed: ") + ncclGetErrorString(r) + ": " +
           ncclGetLastError(comm_))));
@@ -228,39 +330,6 @@ at::Tensor ProcessGroupPlexus::scratch(const at::Tensor& like, int64_t numel) {
 void ProcessGroupPlexus::release(const at::Tensor& t) {
   std::lock_guard<std::mutex> lock(scratchMu_);
   if (scratch_.defined() && t.data_ptr() == scratch_.data_ptr()) scratchBusy_ = false;
-}
-
-void ProcessGroupPlexus::settle() {
-  std::deque<Op> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batch.swap(pending_);
-  }
-  if (batch.empty()) return;
-  // Everything enqueued before this call, the batch among it, has run when this returns (with the first error).
-  const ncclResult_t r = plexusStreamSynchronize(stream_);
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(comm_, &async);
-  for (Op& op : batch) {
-    try {
-      if (r != ncclSuccess || async != ncclSuccess) fail(op.what.c_str(), async != ncclSuccess ? async : r);
-      if (op.after) op.after();
-      op.future->markCompleted(c10::IValue(op.outputs));
-    } catch (...) {
-      op.future->setError(std::current_exception());
-    }
-  }
-}
-
-void ProcessGroupPlexus::complete() {
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-      if (pending_.empty()) return;  // stopping, nothing left
-    }
-    settle();
-  }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,
