@@ -5,7 +5,7 @@
 // operations on the thread that synchronizes it, and Work::wait() is that thread: the caller runs what it waits for,
 // then completes the operations' futures. A completion thread completes the rest: futures asked for (getFuture, DDP's
 // communication hooks, isCompleted) at once, operations nobody waits for at its next polls. Handing each operation to
-// that thread and back cost 13 us per operation (2 processes, 8 B allreduce 13-15 -> 1-2 us without). An operation
+// that thread and back cost 8-10 us per operation (2 processes, dist.all_reduce of 8 B: 13 -> 4.8 us). An operation
 // Plexus fails (a timeout, a dead peer, an abort) fails its future with Plexus's message, which Python raises.
 #pragma once
 
