@@ -188,8 +188,8 @@ void Settlement::settle() {
 // Wakes when a future is asked for (rouse), else polls: an operation pushed before one poll and still pending at the
 // next is one nobody waits for (an asynchronous operation whose Work was dropped, or never waited), and is settled
 // then. The polls come every 4 ms while they find operations pending, else every 100 ms: a push does not wake this
-// thread, as each wake takes a core that a spinning rank needs (a wake per 1 MiB allreduce, then one per few
-// operations, cost 5-15% of the time of 2 processes on 2 cores).
+// thread, as each wake takes a core that a spinning rank needs (12,800 waited 1 MiB allreduces, 2 processes: 270 wakes
+// where a push after a quiet spell woke it, 11 on the timer alone).
 void Settlement::complete() {
   using std::chrono::milliseconds;
   std::unique_lock<std::mutex> lock(mu_);
