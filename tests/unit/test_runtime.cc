@@ -97,16 +97,18 @@ TEST_CASE("host stream: launches' bytes need no allocation, the first time round
   auto expect = [&](uint64_t n, uint64_t times) {
     for (uint64_t i = 0; i < n; i++) expected += (unsigned char)body[i] * times;
   };
-  // Two rounds of the ring (1024 slots) with a launch's usual size (one work: 168 bytes): a slot that allocated its
-  // bytes at first use would grow the heap by some 180 KiB in the first round, and fault its pages in under the
-  // launches (they ran 2-4 times slower).
+  // Two rounds of the ring (1024 slots) with a launch's usual size (one work: 168 bytes), and two with a 4-rank
+  // AlltoAll's (8 works: 616 bytes): a slot that allocated its bytes at first use would grow the heap by some 180 and
+  // 650 KiB in the first round, and fault its pages in under the launches (they ran 2-4 times slower).
   const size_t heapBefore = mallinfo2().uordblks;
   for (int i = 0; i < 2048; i++) enqueue(160);
+  for (int i = 0; i < 2048; i++) enqueue(616 - sizeof(uint64_t));
   REQUIRE(plexusStreamSynchronize(s) == ncclSuccess);
   const size_t grown = mallinfo2().uordblks - heapBefore;
   INFO("heap grown by " << grown << " bytes");
   CHECK(grown < 16 * 1024);
   expect(160, 2048);
+  expect(616 - sizeof(uint64_t), 2048);
   // Bytes beyond a slot's share (a launch of many works) go in a buffer of the slot's own, and arrive intact too.
   for (int i = 0; i < 3; i++) enqueue(body.size());
   enqueue(100);

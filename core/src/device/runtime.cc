@@ -50,8 +50,11 @@ class HostRuntime final : public DeviceRuntime {
     return ncclSuccess;
   }
   ncclResult_t alloc(MemKind kind, size_t bytes, DeviceMem* mem) override {
-    // Page-aligned and zeroed, as cuMemAlloc'd memory is aligned (and as connectors expect clean flags).
-    void* p = mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Page-aligned and zeroed, as cuMemAlloc'd memory is aligned (and as connectors expect clean flags). Page-locked
+    // kinds are resident from the start, as CUDA's are: a work FIFO or a net buffer is a ring, and its first pass
+    // would otherwise fault each page in while the peers wait (a trap each, 12 us on a VM; populated here, 1 us).
+    const int populate = kind == MemKind::Device ? 0 : MAP_POPULATE;
+    void* p = mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
     if (p == MAP_FAILED)
       return setError(nullptr, ncclSystemError, "host backend: cannot allocate %zu bytes: %s", bytes, strerror(errno));
     *mem = DeviceMem{p, p, bytes, kind};

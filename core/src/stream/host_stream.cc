@@ -2,6 +2,7 @@
 
 #include <linux/membarrier.h>
 #include <plexus/device/arch.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -38,14 +40,20 @@ static uint64_t nowNs() {
       .count();
 }
 
+char* HostStream::mapArena() {
+  void* p = mmap(nullptr, kSlots * kSlotBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();  // as the new[] it replaces
+  memset(p, 0, kSlots * kSlotBytes);  // the first write of each page still traps on a VM: here, not in a launch
+  return static_cast<char*>(p);
+}
+
 HostStream::HostStream()
     : slots_(new Slot[kSlots]),
-      arena_(new char[kSlots * kSlotBytes]),
+      arena_(mapArena()),
       launchDelay_(std::chrono::microseconds(std::max<int64_t>(1, envInt("LAUNCH_DELAY_US", 20)))),
       processBarriers_(membarrierRegistered()),
-      worker_([this] { workerLoop(); }) {
-  memset(arena_.get(), 0, kSlots * kSlotBytes);  // its pages in now, not under the first launches
-}
+      worker_([this] { workerLoop(); }) {}
 
 HostStream::~HostStream() {
   synchronize();
@@ -55,6 +63,7 @@ HostStream::~HostStream() {
   }
   workCv_.notify_all();
   worker_.join();
+  munmap(arena_, kSlots * kSlotBytes);
 }
 
 void HostStream::wakeWorker() {
@@ -106,7 +115,7 @@ void HostStream::enqueue(DataFn fn, void* ctx, const void* head, size_t headByte
   Slot& slot = slots_[ticket % kSlots];
   slot.fn = fn;
   slot.ctx = ctx;
-  char* data = arena_.get() + (ticket % kSlots) * kSlotBytes;
+  char* data = arena_ + (ticket % kSlots) * kSlotBytes;
   if (headBytes + bodyBytes > kSlotBytes) {
     slot.big.resize(headBytes + bodyBytes);
     data = slot.big.data();

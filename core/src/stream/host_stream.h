@@ -61,11 +61,13 @@ class HostStream {
   // head_. The launch path takes no lock; locks only guard the sleeps of the worker and of threads
   // waiting for another thread's operations.
   static constexpr uint64_t kSlots = 1024;
-  // Each slot's bytes sit in one arena, allocated and written when the stream is made: the first pass through the
-  // ring then neither allocates nor faults pages in, which made its operations 2-4 times slower (2 ranks, 8 B
-  // Broadcast: the first 1024 at 0.8-1.2 us each, then 0.28 us). 512 bytes hold a launch of up to 6 works; a
-  // larger one grows the slot's own vector.
-  static constexpr size_t kSlotBytes = 512;
+  // Each slot's bytes sit in one arena, mapped and written when the stream is made: the first pass through the ring
+  // then neither allocates nor faults pages in, which made its operations 2-4 times slower (2 ranks, 8 B Broadcast:
+  // the first 1024 at 0.8-1.2 us each, then 0.28 us; 4 ranks on 2 cores, 64 B AlltoAll, a launch of 8 works that
+  // outgrew 512-byte slots: the first 1000 at 37-52 us, then 12-18). On a VM the kernel populates pages for 1 us
+  // each (MAP_POPULATE) where a fault costs 6, and the first write of a page costs 5 more either way. 1 KiB holds a
+  // launch of up to 14 works (an AlltoAll of 7 ranks); a larger one grows the slot's own vector.
+  static constexpr size_t kSlotBytes = 1024;
   struct Slot {
     std::atomic<uint64_t> seq{0};
     Op op;
@@ -74,6 +76,7 @@ class HostStream {
     const char* data = nullptr;  // fn's bytes: the slot's part of the arena, or big
     std::vector<char> big;
   };
+  static char* mapArena();
   uint64_t claim();  // takes a ticket and waits for its slot to be free (several threads may enqueue)
   void publish(uint64_t ticket);
 
@@ -86,7 +89,7 @@ class HostStream {
   void wakeWorker();
 
   std::unique_ptr<Slot[]> slots_;
-  std::unique_ptr<char[]> arena_;              // kSlots * kSlotBytes
+  char* arena_;                                // kSlots * kSlotBytes, mapped
   alignas(64) std::atomic<uint64_t> tail_{0};  // tickets handed out
   alignas(64) std::atomic<uint64_t> head_{0};  // operations completed
   std::atomic<bool> running_{false};           // a thread is running operations

@@ -26,6 +26,7 @@ static std::atomic<uint64_t> segmentCounter{0};
 struct HeapSegment {
   uint32_t serial;
   int refs;
+  size_t size;
 };
 static std::mutex heapMutex;
 static std::unordered_map<void*, HeapSegment>& heapLive() {
@@ -37,8 +38,9 @@ static void heapRelease(void* ptr) {
   std::lock_guard<std::mutex> lock(heapMutex);
   auto it = heapLive().find(ptr);
   if (it == heapLive().end() || --it->second.refs > 0) return;
+  const size_t size = it->second.size;
   heapLive().erase(it);
-  free(ptr);
+  munmap(ptr, size);
 }
 
 ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
@@ -48,18 +50,19 @@ ncclResult_t memAlloc(size_t size, bool samePeerProcess, LocalMem* mem) {
   if (samePeerProcess) {
     // Reference counted: either side may be torn down first, and the other may still post a head or
     // tail into this memory; it is freed when both have let go.
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, size) != 0) {
-      P2P_WARN("p2p-nvlink: cannot allocate %zu bytes of connection memory", size);
+    // Zeroed and resident at once (MAP_POPULATE): writing a fresh page costs a trap each, and a 4-rank
+    // communicator of threads spent 85% of its 185 ms init zeroing its connections' memory that way on a VM.
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) {
+      P2P_WARN("p2p-nvlink: cannot allocate %zu bytes of connection memory: %s", size, strerror(errno));
       return ncclSystemError;
     }
-    memset(p, 0, size);
     mem->ptr = p;
     mem->handle.kind = MemKind::Heap;
     mem->handle.address = (uint64_t)(uintptr_t)p;
     mem->handle.serial = (uint32_t)segmentCounter.fetch_add(1);
     std::lock_guard<std::mutex> lock(heapMutex);
-    heapLive()[p] = HeapSegment{mem->handle.serial, 1};
+    heapLive()[p] = HeapSegment{mem->handle.serial, 1, size};
     return ncclSuccess;
   }
   std::random_device rd;
