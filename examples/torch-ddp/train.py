@@ -40,7 +40,7 @@ def main():
     ddp = DDP(model, bucket_cap_mb=1)  # several buckets: several allreduces per step
     if a.hook == "allreduce":
         ddp.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
-    elif a.hook == "powersgd":  # compressing from the second step on, with error feedback and warm start
+    elif a.hook == "powersgd":  # compressing from the third step on (step 2), with error feedback and warm start
         state = powerSGD_hook.PowerSGDState(dist.group.WORLD, matrix_approximation_rank=2, start_powerSGD_iter=2,
                                             min_compression_rate=1)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
