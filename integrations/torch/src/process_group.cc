@@ -163,7 +163,7 @@ void Settlement::settle() {
   std::deque<PendingOp> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!closed_) batch.swap(pending_);
+    batch.swap(pending_);
     taken_ = pushed_;
   }
   if (!batch.empty()) {
@@ -223,19 +223,19 @@ void Settlement::close() {
     stopping_ = true;
   }
   cv_.notify_all();
-  // The completion thread may need the GIL (a future's Python callbacks), and Python drops the last reference to the
-  // group with the GIL held: joining under it would wait for ever.
-  if (completer_.joinable()) {
-    if (Py_IsInitialized() && PyGILState_Check()) {
-      Py_BEGIN_ALLOW_THREADS completer_.join();
-      Py_END_ALLOW_THREADS
-    } else {
-      completer_.join();
-    }
+  // The completion thread settles what is pending and returns: a later settle() (a Work's wait) finds nothing, and
+  // touches neither stream nor communicator. A thread still settling is waited for. Either may need the GIL (a future's Python callbacks), and Python drops the last reference
+  // to the group with the GIL held: waiting under it would wait for ever.
+  auto drain = [this] {
+    if (completer_.joinable()) completer_.join();
+    std::lock_guard<std::recursive_mutex> order(settleMu_);
+  };
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    Py_BEGIN_ALLOW_THREADS drain();
+    Py_END_ALLOW_THREADS
+  } else {
+    drain();
   }
-  std::lock_guard<std::recursive_mutex> order(settleMu_);  // a thread still settling is done
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
 }
 
 bool WorkPlexus::wait(std::chrono::milliseconds) {
@@ -272,7 +272,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::push(std::vector<PendingOp> o
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::run(const char* what, c10d::OpType type,
                                                        std::vector<at::Tensor> outputs,
                                                        const std::function<ncclResult_t()>& enqueue, After after) {
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
   PendingOp op{future, std::move(outputs), std::move(after), what, type};
   std::lock_guard<std::mutex> lock(enqueueMu_);
   ncclResult_t r = enqueue();

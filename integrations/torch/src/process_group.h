@@ -42,7 +42,7 @@ class Settlement {
  public:
   Settlement(ncclComm_t comm, cudaStream_t stream);
   void push(std::vector<PendingOp> ops);
-  // Settles every operation pushed so far on this thread, the first of them in order (none once closed).
+  // Settles every operation pushed so far on this thread, the first of them in order.
   void settle();
   // Has the completion thread settle what is pending now: a future was asked for, or polled.
   void rouse();
@@ -64,7 +64,7 @@ class Settlement {
   std::condition_variable cv_;
   std::deque<PendingOp> pending_;
   uint64_t pushed_ = 0, taken_ = 0;  // operations pushed, and taken by a settle, so far
-  bool hurry_ = false, stopping_ = false, closed_ = false;
+  bool hurry_ = false, stopping_ = false;
   std::atomic<uint64_t> wakes_{0}, completerSettled_{0};
   std::thread completer_;
 };
