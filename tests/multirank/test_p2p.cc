@@ -189,6 +189,30 @@ TEST_CASE("AlltoAll: one collective below 64 KiB blocks where each rank has a co
   unsetenv("NCCL_ALGO");
 }
 
+TEST_CASE("AlltoAll, Gather and Scatter of 0 elements launch nothing and touch no buffer, inside a group too") {
+  CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          std::vector<int32_t> send(8, 7), recv(8, 9);
+          plexusLaunchInfo_t before, after;
+          CHECK_NCCL(plexusCommGetLaunchInfo(comm, &before));
+          CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), 0, ncclInt32, comm, stream));
+          CHECK_NCCL(ncclGather(send.data(), recv.data(), 0, ncclInt32, 1, comm, stream));
+          CHECK_NCCL(ncclScatter(send.data(), recv.data(), 0, ncclInt32, 2, comm, stream));
+          CHECK_NCCL(ncclGroupStart());
+          CHECK_NCCL(ncclAlltoAll(send.data(), recv.data(), 0, ncclInt32, comm, stream));
+          CHECK_NCCL(ncclGroupEnd());
+          CHECK_NCCL(plexusStreamSynchronize(stream));
+          CHECK_NCCL(plexusCommGetLaunchInfo(comm, &after));
+          long bad = after.launches != before.launches;
+          for (size_t i = 0; i < send.size(); i++) bad += send[i] != 7 || recv[i] != 9;
+          // The checks still apply: a 0-element AlltoAll in place is no error (NCCL's rule: no element moves).
+          bad += ncclAlltoAll(recv.data(), recv.data(), 0, ncclInt32, comm, stream) != ncclSuccess;
+          bad += ncclGather(send.data(), recv.data(), 0, ncclInt32, nranks, comm, stream) != ncclInvalidArgument;
+          if (bad) fprintf(stderr, "rank %d: launches %llu -> %llu\n", rank, (unsigned long long)before.launches,
+                           (unsigned long long)after.launches);
+          return bad;
+        }) == 0);
+}
+
 TEST_CASE("p2p: bad arguments") {
   CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           long bad = 0;

@@ -295,8 +295,9 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
   if (r == ncclSuccess && count > 0 && sendbuff == recvbuff)
     r = setError(comm, ncclInvalidArgument, "ncclAlltoAll: in-place operation (sendbuff == recvbuff) is not supported");
   if (r != ncclSuccess) return refuse(r);
+  if (count == 0) return ncclSuccess;  // nothing moves, as for the collectives: no group to open and close
   const size_t bytes = count * typeSize(datatype);
-  if (count > 0 && alltoAllAsCollective(comm, bytes)) {
+  if (alltoAllAsCollective(comm, bytes)) {
     Task t = probe;
     t.func = ncclFuncAlltoAll;
     t.sendbuff = sendbuff;
@@ -324,6 +325,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclGather", "sendbuff", sendbuff, count);
   if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclGather", "recvbuff", recvbuff, count);
   if (r != ncclSuccess) return refuse(r);
+  if (count == 0) return ncclSuccess;
   const size_t bytes = count * typeSize(datatype);
   return grouped([&]() -> ncclResult_t {
     if (comm->rank == root)
@@ -343,6 +345,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncc
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclScatter", "recvbuff", recvbuff, count);
   if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclScatter", "sendbuff", sendbuff, count);
   if (r != ncclSuccess) return refuse(r);
+  if (count == 0) return ncclSuccess;
   const size_t bytes = count * typeSize(datatype);
   return grouped([&]() -> ncclResult_t {
     if (comm->rank == root)

@@ -10,6 +10,7 @@ stopped; the exit status is the first failure's. --timeout bounds the whole run 
 """
 import argparse
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -18,9 +19,23 @@ import time
 
 
 def free_port(addr):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+    """A port that binds now, below the kernel's ephemeral range where there is one: the port is free again once
+    this returns, and rank 0's store binds it later; an ephemeral port could meanwhile become the local end of any
+    process's outgoing connection (another test's, on a busy machine)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    candidates = [random.randrange(10000, low) for _ in range(64)] if low > 10001 else []
+    for port in candidates + [0]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((addr, port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise SystemExit("plexus_torch.launch: no free port on %s; pass --master-port" % addr)
 
 
 def main(argv=None):
