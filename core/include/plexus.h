@@ -79,7 +79,9 @@ ncclResult_t plexusCommGetRmaStats(ncclComm_t comm, uint64_t* directBytes, uint6
  * 2: with a captured CUDA graph), how many it had, the workFifo's counters (entries written; entries the
  * device is done with), and how many launches repeated the one before them: where the previous launch was one
  * collective alone, a collective outside any group on the same stream with the same collective, datatype and count
- * is launched again with its own buffers, operator and root, without deciding and planning it again (host backend). */
+ * is launched again with its own buffers, operator and root, without deciding and planning it again (host backend);
+ * and how many launches ran in the same pass as the launch queued before them on their stream (host backend: sends
+ * and receives that touch no memory the other's receives write, PLEXUS_P2P_JOIN). */
 typedef struct {
   uint64_t launches;
   int lastStorage;
@@ -87,6 +89,7 @@ typedef struct {
   uint32_t fifoProduced;
   uint32_t fifoConsumed;
   uint64_t repeats;
+  uint64_t joined;
 } plexusLaunchInfo_t;
 ncclResult_t plexusCommGetLaunchInfo(ncclComm_t comm, plexusLaunchInfo_t* info);
 

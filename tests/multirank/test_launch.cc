@@ -198,3 +198,103 @@ TEST_CASE("launch: a lone collective that repeats the previous launch runs again
           return bad;
         }) == 0);
 }
+
+namespace {
+
+// More launches than a host stream's ring holds (1024), enqueued without a synchronize: once the ring is full, whoever
+// runs the next launch finds the rest published behind it, so launches that may join do (PLEXUS_P2P_JOIN).
+constexpr int kRounds = 1100;
+
+long joinedSince(ncclComm_t comm, uint64_t* last) {
+  plexusLaunchInfo_t info;
+  CHECK_NCCL(plexusCommGetLaunchInfo(comm, &info));
+  const long n = (long)(info.joined - *last);
+  *last = info.joined;
+  return n;
+}
+
+// Sends and receives that may run in one pass, then ones that may not, each checked by its values. count elements per
+// message: 16 crosses as LL lines, 16384 (64 KiB) zero-copy.
+long joinsWhereIndependent(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, size_t count) {
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  long bad = 0;
+  uint64_t mark = 0;
+  joinedSince(comm, &mark);
+  // 1. A ring shift repeated into the same buffers, and AlltoAlls each into buffers of their own: they join.
+  std::vector<int32_t> s(count, rank), r(count, -1);
+  for (int k = 0; k < kRounds; k++) {
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_NCCL(ncclSend(s.data(), count, ncclInt32, next, comm, stream));
+    CHECK_NCCL(ncclRecv(r.data(), count, ncclInt32, prev, comm, stream));
+    CHECK_NCCL(ncclGroupEnd());
+  }
+  std::vector<std::vector<int32_t>> a2aIn(8, std::vector<int32_t>(count * nranks)), a2aOut = a2aIn;
+  for (int k = 0; k < 8; k++)
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < count; i++) a2aIn[k][p * count + i] = (k * 100 + rank) * 100 + p;
+  for (int k = 0; k < 8; k++)
+    CHECK_NCCL(ncclAlltoAll(a2aIn[k].data(), a2aOut[k].data(), count, ncclInt32, comm, stream));
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  for (size_t i = 0; i < count; i++) bad += r[i] != prev;
+  for (int k = 0; k < 8; k++)
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < count; i++) bad += a2aOut[k][p * count + i] != (k * 100 + p) * 100 + rank;
+  const long joined = joinedSince(comm, &mark);
+  if (joined < 1) {
+    fprintf(stderr, "rank %d, %zu elements: none of %d independent launches joined the one before it\n", rank, count,
+            kRounds + 8);
+    bad++;
+  }
+  // 2. A relay: each round sends what the last one received (and receives into what it sent from): never joined,
+  // and after kRounds the value that started kRounds ranks back has arrived.
+  std::vector<int32_t> buf[2] = {std::vector<int32_t>(count, rank), std::vector<int32_t>(count, -1)};
+  for (int k = 0; k < kRounds; k++) {
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_NCCL(ncclSend(buf[k % 2].data(), count, ncclInt32, next, comm, stream));
+    CHECK_NCCL(ncclRecv(buf[(k + 1) % 2].data(), count, ncclInt32, prev, comm, stream));
+    CHECK_NCCL(ncclGroupEnd());
+  }
+  CHECK_NCCL(plexusStreamSynchronize(stream));
+  const int32_t want = (int32_t)(((rank - kRounds) % nranks + nranks) % nranks);
+  for (size_t i = 0; i < count; i++) bad += buf[kRounds % 2][i] != want;
+  const long wrongJoins = joinedSince(comm, &mark);
+  if (wrongJoins || bad)
+    fprintf(stderr, "rank %d, %zu elements: %ld dependent launches joined, %ld wrong values\n", rank, count,
+            wrongJoins, bad);
+  return bad + wrongJoins;
+}
+
+long joinScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  return joinsWhereIndependent(rank, nranks, comm, stream, 16) +
+         joinsWhereIndependent(rank, nranks, comm, stream, 16384);
+}
+
+harness::Scenario joinProcesses("launch-join", joinScenario);
+
+}  // namespace
+
+TEST_CASE("launch: back-to-back sends and receives that cannot see each other's effects run in one pass; a relay "
+          "whose rounds depend on each other does not") {
+  CHECK(harness::runThreads(3, joinScenario) == 0);
+  CHECK(harness::runProcesses("launch-join", 4) == 0);
+}
+
+TEST_CASE("launch: PLEXUS_P2P_JOIN=0 runs every launch on its own") {
+  setenv("PLEXUS_P2P_JOIN", "0", 1);
+  CHECK(harness::runThreads(2, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+          const int peer = 1 - rank;
+          std::vector<int32_t> s(4, rank), r(4, -1);
+          for (int k = 0; k < kRounds; k++) {
+            CHECK_NCCL(ncclGroupStart());
+            CHECK_NCCL(ncclSend(s.data(), 4, ncclInt32, peer, comm, stream));
+            CHECK_NCCL(ncclRecv(r.data(), 4, ncclInt32, peer, comm, stream));
+            CHECK_NCCL(ncclGroupEnd());
+          }
+          CHECK_NCCL(plexusStreamSynchronize(stream));
+          uint64_t mark = 0;
+          long bad = joinedSince(comm, &mark) != 0;
+          for (int32_t v : r) bad += v != peer;
+          return bad;
+        }) == 0);
+  unsetenv("PLEXUS_P2P_JOIN");
+}

@@ -74,7 +74,7 @@ namespace {
 // Sums the bytes an operation was given (a DataFn), into the stream's total.
 struct ByteSum {
   std::atomic<uint64_t> sum{0};
-  static ncclResult_t add(void* self, const char* bytes) {
+  static ncclResult_t add(void* self, const char* bytes, HostStream::Following*) {
     uint64_t n, s = 0;
     memcpy(&n, bytes, sizeof n);
     for (uint64_t i = 0; i < n; i++) s += (unsigned char)bytes[sizeof n + i];
@@ -116,6 +116,64 @@ TEST_CASE("host stream: launches' bytes need no allocation, the first time round
   expect(body.size(), 3);
   expect(100, 1);
   CHECK(total.sum.load() == expected);
+  REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
+}
+
+namespace {
+// Runs its operation and up to `most` of those queued behind it of its kind (HostStream::Following), as a host launch
+// runs the launches it can run in the same pass; records each operation's number in the order they ran.
+struct Taker {
+  std::vector<int> ran;
+  int calls = 0;
+  uint64_t most = 3;
+  static ncclResult_t run(void* self, const char* bytes, HostStream::Following* next) {
+    auto* t = static_cast<Taker*>(self);
+    t->calls++;
+    int v;
+    memcpy(&v, bytes, sizeof v);
+    t->ran.push_back(v);
+    uint64_t n = 0;
+    for (const char* b; n < t->most && (b = next->bytes(n)); n++) {
+      memcpy(&v, b, sizeof v);
+      t->ran.push_back(v);
+    }
+    next->take(n);
+    return v == 99 ? ncclSystemError : ncclSuccess;
+  }
+};
+}  // namespace
+
+TEST_CASE("host stream: an operation may run the ones queued behind it of its kind, which complete with it") {
+  cudaStream_t s;
+  REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
+  HostStream* hs = hostStreamOf(s);
+  REQUIRE(hs != nullptr);
+  Taker a, b;
+  // The stream waits at a gate until every operation is published (the worker may start it at any time).
+  std::atomic<bool> open{false};
+  hs->enqueue([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!open.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    return open.load() ? ncclSuccess : ncclInternalError;
+  });
+  auto put = [&](Taker& t, int v) { hs->enqueue(&Taker::run, &t, &v, sizeof v, nullptr, 0); };
+  for (int v = 0; v < 10; v++) put(a, v);  // a takes 3 behind each: runs of 0-3, 4-7, 8-9
+  put(b, 10);                              // another ctx: a's run stops before it
+  put(a, 11);
+  int lambdaRan = -1;
+  hs->enqueue([&] {  // an operation of another kind (an event's record) stops a run too
+    lambdaRan = (int)a.ran.size();
+    return ncclSuccess;
+  });
+  put(a, 12);
+  put(a, 99);  // taken by 12's run: its error is the run's
+  open = true;
+  REQUIRE(plexusStreamSynchronize(s) == ncclSystemError);
+  CHECK(a.ran == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 99});
+  CHECK(a.calls == 5);
+  CHECK(b.ran == std::vector<int>{10});
+  CHECK(lambdaRan == 11);  // after 11, before 12
+  CHECK(hs->idle());
   REQUIRE(plexusStreamDestroy(s) == ncclSuccess);
 }
 

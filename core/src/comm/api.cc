@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "executor/host_executor.h"
 #include "health/health.h"
 #include "planner/launch.h"
 #include "group/group.h"
@@ -286,8 +287,10 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetStat
   return ncclSuccess;
 }
 
-// Pinned. repeats was added last: a program built on a plexus.h without it must be rebuilt (the call writes 32 bytes).
-static_assert(sizeof(plexusLaunchInfo_t) == 32 && offsetof(plexusLaunchInfo_t, repeats) == 24, "plexusLaunchInfo_t");
+// Pinned. joined was added last: a program built on a plexus.h without it must be rebuilt (the call writes 40 bytes).
+static_assert(sizeof(plexusLaunchInfo_t) == 40 && offsetof(plexusLaunchInfo_t, repeats) == 24 &&
+                  offsetof(plexusLaunchInfo_t, joined) == 32,
+              "plexusLaunchInfo_t");
 
 extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetLaunchInfo(ncclComm_t comm,
                                                                                         plexusLaunchInfo_t* info) {
@@ -295,7 +298,8 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t plexusCommGetLaun
   if (!info) return setError(comm, ncclInvalidArgument, "plexusCommGetLaunchInfo: info is NULL");
   const Launcher::Last last = comm->launcher->last();
   *info = plexusLaunchInfo_t{comm->launcher->launches(), (int)last.storage, (int)last.nWorks,
-                             comm->workFifo->produced(), comm->workFifo->consumed(), comm->launcher->repeats()};
+                             comm->workFifo->produced(), comm->workFifo->consumed(), comm->launcher->repeats(),
+                             comm->executor ? comm->executor->joined() : 0};
   return ncclSuccess;
 }
 

@@ -165,11 +165,42 @@ class HostRuntime final : public DeviceRuntime {
     uint64_t eventGen;
     size_t argsBytes;
   };
-  static ncclResult_t runLaunch(void*, const char* bytes) {
+  static ncclResult_t runLaunch(void*, const char* bytes, HostStream::Following* next) {
     Launch l;
     memcpy(&l, bytes, sizeof l);
+    if (l.kernel->join) {
+      const char* b = next->bytes(0);
+      if (b && reinterpret_cast<const Launch*>(b)->kernel == l.kernel) return runJoined(l, bytes, next);
+    }
     const ncclResult_t r = l.kernel->run(l.kernel->self, bytes + sizeof l, l.argsBytes, l.grid);
     if (l.event) l.event->complete(l.eventGen);
+    return r;
+  }
+  // A launch with the launches of the same kernel queued right behind it that the kernel joins to it (sends and
+  // receives that cannot see each other's effects), as one pass: a rank then moves on to the next operation's
+  // messages while it waits for a peer in this one, and where ranks share cores one switch to a peer serves several
+  // operations. Their events complete in order once the pass is done. Out of line: the pass's 20 KiB of arguments
+  // stay off the stack of a launch that runs alone.
+  [[gnu::noinline]] static ncclResult_t runJoined(const Launch& l, const char* bytes, HostStream::Following* next) {
+    HostJoin pass;
+    pass.args.nWorks = 0;
+    uint64_t n = 0;
+    if (l.kernel->join(l.kernel->self, &pass, bytes + sizeof l)) {
+      for (const char* b; (b = next->bytes(n)) != nullptr; n++) {
+        Launch m;
+        memcpy(&m, b, sizeof m);
+        if (m.kernel != l.kernel || !l.kernel->join(l.kernel->self, &pass, b + sizeof m)) break;
+      }
+    }
+    const ncclResult_t r = n ? l.kernel->run(l.kernel->self, &pass.args, sizeof pass.args, l.grid)
+                             : l.kernel->run(l.kernel->self, bytes + sizeof l, l.argsBytes, l.grid);
+    if (l.event) l.event->complete(l.eventGen);
+    for (uint64_t i = 0; i < n; i++) {
+      Launch m;
+      memcpy(&m, next->bytes(i), sizeof m);
+      if (m.event) m.event->complete(m.eventGen);
+    }
+    next->take(n);
     return r;
   }
 };

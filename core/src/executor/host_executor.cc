@@ -2,10 +2,13 @@
 
 #include <plexus/device/arch.h>
 #include <plexus/device/kernel.h>
+#include <plexus/device/p2p.h>
 
+#include <cstring>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "misc/env.h"
 #include "health/health.h"
 #include "misc/check.h"
 #include "planner/planner.h"
@@ -14,7 +17,10 @@
 
 namespace plexus {
 
-HostExecutor::HostExecutor(ncclComm* comm) : comm_(comm), kernel_{&HostExecutor::runKernel, this} {
+static_assert(HostJoin::kMaxWorks <= PLEXUS_P2P_MAX_WORKS, "a pass of joined launches outgrows the step loop");
+
+HostExecutor::HostExecutor(ncclComm* comm)
+    : comm_(comm), kernel_{&HostExecutor::runKernel, this, &HostExecutor::joinKernel}, joins_(envInt("P2P_JOIN", 1) != 0) {
   workers_.resize(comm->channels.count);
   activity_ = std::make_unique<Activity[]>(comm->channels.count);
   // Channel 0, when a launch has it, is always its lowest: it runs on the stream's thread, never on a worker.
@@ -38,6 +44,67 @@ HostExecutor::~HostExecutor() {
 
 ncclResult_t HostExecutor::runKernel(void* self, const void* args, size_t, unsigned) {
   return static_cast<HostExecutor*>(self)->run(static_cast<const plexusDevKernelArgs_v1_t*>(args));
+}
+
+bool HostExecutor::joinKernel(void* self, HostJoin* pass, const void* args) {
+  return static_cast<HostExecutor*>(self)->join(pass, static_cast<const plexusDevKernelArgs_v1_t*>(args));
+}
+
+namespace {
+
+struct Range {
+  uintptr_t begin, end;
+  bool writes;  // a receive
+  int peer;
+};
+
+Range rangeOf(const plexusDevWork_v1_t& w) {
+  const bool recv = w.func == ncclFuncRecv;
+  const uintptr_t p = (uintptr_t)(recv ? w.recvbuff : w.sendbuff);
+  return Range{p, p + (uintptr_t)(w.count * typeSize((ncclDataType_t)w.datatype)), recv, w.peer};
+}
+
+}  // namespace
+
+// A launch joins the ones before it on the stream where running them as one pass of the point-to-point step loop
+// cannot change what any computes. That loop keeps each (peer, direction)'s messages in order, and nothing else: so
+// all are sends and receives alone, of one algorithm, on the same channels, and no receive of one may write memory
+// that another reads or writes, save a receive from the same peer into the same bytes (the same queue, in order: a
+// benchmark's repeated operation). Not under a profiler, whose events are per launch; not for works in the workFifo,
+// which a launch's completion frees.
+bool HostExecutor::join(HostJoin* pass, const plexusDevKernelArgs_v1_t* next) {
+  if (!joins_ || profilerMask() != 0 || next->storage != PLEXUS_WORK_STORAGE_ARGS || next->nWorks == 0) return false;
+  plexusDevKernelArgs_v1_t& acc = pass->args;
+  const int algorithm = acc.nWorks ? acc.works[0].algorithm : next->inlineWorks[0].algorithm;
+  for (uint32_t j = 0; j < next->nWorks; j++) {
+    const plexusDevWork_v1_t& w = next->inlineWorks[j];
+    if ((w.func != ncclFuncSend && w.func != ncclFuncRecv) || w.algorithm != algorithm) return false;
+  }
+  if (acc.nWorks == 0) {  // the pass's first launch
+    memcpy(&acc, next, offsetof(plexusDevKernelArgs_v1_t, inlineWorks));
+    acc.storage = PLEXUS_WORK_STORAGE_PERSISTENT;
+    acc.works = pass->works;
+    memcpy(pass->works, next->inlineWorks, next->nWorks * sizeof(plexusDevWork_v1_t));
+    acc.nWorks = next->nWorks;
+    return true;
+  }
+  if (acc.channelMask != next->channelMask || acc.hostOps != next->hostOps || acc.comm != next->comm ||
+      acc.nWorks + next->nWorks > HostJoin::kMaxWorks)
+    return false;
+  for (uint32_t j = 0; j < next->nWorks; j++) {
+    const Range b = rangeOf(next->inlineWorks[j]);
+    if (b.begin == b.end) continue;
+    for (uint32_t i = 0; i < acc.nWorks; i++) {
+      const Range a = rangeOf(pass->works[i]);
+      if (!(a.writes || b.writes) || a.end <= b.begin || b.end <= a.begin) continue;
+      if (a.writes && b.writes && a.peer == b.peer && a.begin == b.begin && a.end == b.end) continue;
+      return false;
+    }
+  }
+  memcpy(&pass->works[acc.nWorks], next->inlineWorks, next->nWorks * sizeof(plexusDevWork_v1_t));
+  acc.nWorks += next->nWorks;
+  joined_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_t* args) {

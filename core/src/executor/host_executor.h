@@ -40,6 +40,8 @@ class HostExecutor {
     std::atomic<uint64_t> opSeq{0}, count{0};
   };
   const Activity& activity(int channel) const { return activity_[channel]; }
+  // Launches that ran in the pass of the launch before them (join).
+  uint64_t joined() const { return joined_.load(std::memory_order_relaxed); }
 
  private:
   struct Worker {
@@ -51,6 +53,8 @@ class HostExecutor {
   };
 
   static ncclResult_t runKernel(void* self, const void* args, size_t argsBytes, unsigned grid);
+  static bool joinKernel(void* self, HostJoin* pass, const void* args);
+  bool join(HostJoin* pass, const plexusDevKernelArgs_v1_t* next);
   ncclResult_t run(const plexusDevKernelArgs_v1_t* args);
   ncclResult_t runChannel(int channel, const plexusDevKernelArgs_v1_t* args);
   // The profiler's proxy events: marks where the launch's steps begin on each proxy-driven connection of the channel
@@ -61,11 +65,13 @@ class HostExecutor {
 
   ncclComm* comm_;
   HostKernel kernel_;
+  const bool joins_;  // PLEXUS_P2P_JOIN
   std::vector<std::unique_ptr<Worker>> workers_;  // index = channel ([0] none)
   std::unique_ptr<Activity[]> activity_;          // index = channel
   // The launch the workers are running.
   const plexusDevKernelArgs_v1_t* cur_ = nullptr;
   std::atomic<int> pending_{0};
+  std::atomic<uint64_t> joined_{0};
   std::atomic<int> channelError_{ncclSuccess};
   std::mutex doneMu_;
   std::condition_variable doneCv_;

@@ -126,6 +126,13 @@ void HostStream::enqueue(DataFn fn, void* ctx, const void* head, size_t headByte
   publish(ticket);
 }
 
+const char* HostStream::Following::bytes(uint64_t i) const {
+  const uint64_t t = ticket_ + 1 + i;
+  if (i + 1 >= kSlots || !stream_->published(t)) return nullptr;
+  const Slot& slot = stream_->slots_[t % kSlots];
+  return slot.fn == fn_ && slot.ctx == ctx_ ? slot.data : nullptr;
+}
+
 bool HostStream::tryRun(bool isWorker) {
   if (running_.exchange(true, std::memory_order_acquire)) return false;
   for (uint64_t h = head_.load(std::memory_order_relaxed); published(h); h++) {
@@ -135,7 +142,9 @@ bool HostStream::tryRun(bool isWorker) {
     Slot& slot = slots_[h % kSlots];
     ncclResult_t r;
     if (slot.fn) {
-      r = slot.fn(slot.ctx, slot.data);  // the slot is not reused before head_ passes it
+      Following next(this, h, slot.fn, slot.ctx);
+      r = slot.fn(slot.ctx, slot.data, &next);  // the slot is not reused before head_ passes it
+      h += next.taken_;                         // what it ran too completes with it
     } else {
       Op op = std::move(slot.op);
       slot.op = nullptr;

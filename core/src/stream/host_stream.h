@@ -36,10 +36,31 @@ class HostStream {
   HostStream& operator=(const HostStream&) = delete;
 
   void enqueue(Op op);
+  class Following;
   // An operation with bytes of its own: head and body are copied into the operation's slot, which keeps
-  // them until fn(ctx, bytes) has returned; the slot's buffer is reused, so a launch allocates nothing
-  // and takes no lock once the ring's buffers have grown to the launches' size.
-  using DataFn = ncclResult_t (*)(void* ctx, const char* bytes);
+  // them until fn(ctx, bytes, next) has returned; the slot's buffer is reused, so a launch allocates nothing
+  // and takes no lock once the ring's buffers have grown to the launches' size. next: the operations queued behind
+  // it, which fn may run with its own.
+  using DataFn = ncclResult_t (*)(void* ctx, const char* bytes, Following* next);
+  // The operations published right behind a running DataFn operation, of the same fn and ctx: bytes(i) is the i-th
+  // one's, or nullptr where there is none (not published yet, another kind, or the ring's end); take(n) says that
+  // the run covered the first n of them, which then complete with it (a host launch runs the launches behind it
+  // that it can run in the same pass).
+  class Following {
+   public:
+    const char* bytes(uint64_t i) const;
+    void take(uint64_t n) { taken_ = n; }
+
+   private:
+    friend class HostStream;
+    Following(const HostStream* stream, uint64_t ticket, DataFn fn, void* ctx)
+        : stream_(stream), ticket_(ticket), fn_(fn), ctx_(ctx) {}
+    const HostStream* stream_;
+    uint64_t ticket_;  // the running operation's
+    DataFn fn_;
+    void* ctx_;
+    uint64_t taken_ = 0;
+  };
   void enqueue(DataFn fn, void* ctx, const void* head, size_t headBytes, const void* body, size_t bodyBytes);
   ncclResult_t synchronize();  // returns the first error of the operations since the last synchronize
   bool idle() const;
