@@ -169,8 +169,9 @@ class HostRuntime final : public DeviceRuntime {
     Launch l;
     memcpy(&l, bytes, sizeof l);
     if (l.kernel->join) {
-      const char* b = next->bytes(0);
-      if (b && reinterpret_cast<const Launch*>(b)->kernel == l.kernel) return runJoined(l, bytes, next);
+      const HostKernel* behind = nullptr;
+      if (const char* b = next->bytes(0)) memcpy(&behind, b + offsetof(Launch, kernel), sizeof behind);
+      if (behind == l.kernel) return runJoined(l, bytes, next);
     }
     const ncclResult_t r = l.kernel->run(l.kernel->self, bytes + sizeof l, l.argsBytes, l.grid);
     if (l.event) l.event->complete(l.eventGen);
@@ -179,7 +180,7 @@ class HostRuntime final : public DeviceRuntime {
   // A launch with the launches of the same kernel queued right behind it that the kernel joins to it (sends and
   // receives that cannot see each other's effects), as one pass: a rank then moves on to the next operation's
   // messages while it waits for a peer in this one, and where ranks share cores one switch to a peer serves several
-  // operations. Their events complete in order once the pass is done. Out of line: the pass's 20 KiB of arguments
+  // operations. Their events complete in order once the pass is done. Out of line: the pass's 12 KiB of arguments
   // stay off the stack of a launch that runs alone.
   [[gnu::noinline]] static ncclResult_t runJoined(const Launch& l, const char* bytes, HostStream::Following* next) {
     HostJoin pass;

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "misc/env.h"
 #include "health/health.h"
 #include "misc/check.h"
+#include "misc/env.h"
 #include "planner/planner.h"
 #include "profiler/profiler.h"
 #include "proxy/proxy.h"
@@ -20,7 +20,9 @@ namespace plexus {
 static_assert(HostJoin::kMaxWorks <= PLEXUS_P2P_MAX_WORKS, "a pass of joined launches outgrows the step loop");
 
 HostExecutor::HostExecutor(ncclComm* comm)
-    : comm_(comm), kernel_{&HostExecutor::runKernel, this, &HostExecutor::joinKernel}, joins_(envInt("P2P_JOIN", 1) != 0) {
+    : comm_(comm),
+      kernel_{&HostExecutor::runKernel, this, &HostExecutor::joinKernel},
+      joins_(envInt("P2P_JOIN", 1) != 0) {
   workers_.resize(comm->channels.count);
   activity_ = std::make_unique<Activity[]>(comm->channels.count);
   // Channel 0, when a launch has it, is always its lowest: it runs on the stream's thread, never on a worker.
