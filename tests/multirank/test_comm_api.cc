@@ -87,7 +87,7 @@ TEST_CASE("ncclCommSplit: colors and reversed keys, NCCL_SPLIT_NOCOLOR, config i
         }) == 0);
 }
 
-TEST_CASE("ncclCommSplit: a nonblocking parent's child inherits blocking=0; a config overrides it") {
+TEST_CASE("ncclCommSplit: a nonblocking parent's child inherits blocking=0, a config overrides it") {
   const int n = 3;
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -317,7 +317,7 @@ static bool waitingInAllReduce(ncclComm_t comm) {
   return false;
 }
 
-TEST_CASE("ncclCommShrink: survivors renumbered; NCCL_SHRINK_ABORT stops what is stuck on the parent") {
+TEST_CASE("ncclCommShrink: survivors renumbered, NCCL_SHRINK_ABORT stops what is stuck on the parent") {
   // Rank 1 leaves: 0, 2, 3 become 0, 1, 2. Rank 1 does not call.
   CHECK(harness::runThreads(4, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           if (rank == 1) return 0L;

@@ -19,7 +19,7 @@ long allReduceAndCheck(ncclComm_t comm, cudaStream_t stream, int nranks, std::ve
 
 }  // namespace
 
-TEST_CASE("launch: operations in one group share a launch; beyond the parameter's 63 works they use the workFifo") {
+TEST_CASE("launch: operations in one group share a launch, beyond the parameter's 63 works they use the workFifo") {
   CHECK(harness::runThreads(3, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           long bad = 0;
           for (int ops : {10, 63, 64, 200}) {
@@ -273,7 +273,7 @@ harness::Scenario joinProcesses("launch-join", joinScenario);
 
 }  // namespace
 
-TEST_CASE("launch: back-to-back sends and receives that cannot see each other's effects run in one pass; a relay "
+TEST_CASE("launch: back-to-back sends and receives that cannot see each other's effects run in one pass, a relay "
           "whose rounds depend on each other does not") {
   CHECK(harness::runThreads(3, joinScenario) == 0);
   CHECK(harness::runProcesses("launch-join", 4) == 0);

@@ -106,7 +106,7 @@ harness::Scenario processGrow("nccl230-grow", growScenario);
 
 }  // namespace
 
-TEST_CASE("ncclCommGrow: 2 -> 3 -> 4 ranks as threads; every collective on the grown communicators") {
+TEST_CASE("ncclCommGrow: 2 -> 3 -> 4 ranks as threads, every collective on the grown communicators") {
   CHECK(harness::runThreads(4, growScenario) == 0);
 }
 
@@ -272,7 +272,7 @@ harness::Scenario processSuspend("nccl230-suspend", [](int rank, int nranks, ncc
 
 }  // namespace
 
-TEST_CASE("ncclCommSuspend / ncclCommResume / ncclCommMemStats: threads; resident memory drops and returns") {
+TEST_CASE("ncclCommSuspend / ncclCommResume / ncclCommMemStats: threads, resident memory drops and returns") {
   std::barrier<> all(2);
   CHECK(harness::runThreads(2, [&all](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           return suspendMemory(rank, nranks, comm, stream, nranks, [&](const std::string&) { all.arrive_and_wait(); });

@@ -63,7 +63,7 @@ long decisions(int rank, int nranks, ncclComm_t comm, cudaStream_t stream, const
 
 }  // namespace
 
-TEST_CASE("tuning: the first matching rule decides; changing the file changes what runs") {
+TEST_CASE("tuning: the first matching rule decides, changing the file changes what runs") {
   const std::vector<size_t> counts = {16, 40000};  // 64 B and 160 KB of floats
   // Each algorithm in turn for the small and the large operation: ring -> tree, tree -> direct, ...
   const char* algos[] = {"ring", "tree", "direct"};

@@ -121,7 +121,7 @@ TEST_CASE("hw topology: each GPU of the 8-GPU server uses the NIC behind its own
   }
 }
 
-TEST_CASE("hw topology: nested switches are PXB; a NIC behind another host bridge of the socket is PHB") {
+TEST_CASE("hw topology: nested switches are PXB, a NIC behind another host bridge of the socket is PHB") {
   NEEDS_HWLOC();
   auto t = loadTopo("server-mixed.xml");
   REQUIRE(t->gpus().size() == 2);
@@ -163,7 +163,7 @@ TEST_CASE("hw topology: without a GPU, a rank's CPUs choose the NIC of their NUM
   CHECK(nearest == 2);
 }
 
-TEST_CASE("hw topology: a device whose getProperties failed is never chosen; unknown ones come last") {
+TEST_CASE("hw topology: a device whose getProperties failed is never chosen, unknown ones come last") {
   NEEDS_HWLOC();
   auto t = loadTopo("server-8gpu-4nic.xml");
   std::vector<std::string> ids = busIds(*t);

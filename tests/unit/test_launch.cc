@@ -61,7 +61,7 @@ TEST_CASE("launch: a kernel finds work i in each storage, FIFO indices wrapping 
   CHECK(dev::kernelWork(&args, 2)->opSeq == 7);
 }
 
-TEST_CASE("launch: block b runs the b-th channel of the mask; works say which channels they run on") {
+TEST_CASE("launch: block b runs the b-th channel of the mask, works say which channels they run on") {
   plexusDevKernelArgs_v1_t args{};
   plexusDevWork_v1_t w{};
   w.channelLo = 2;

@@ -30,7 +30,7 @@ TEST_CASE("loader: algo-ring and p2p-nvlink load with their ABI") {
   CHECK(transports.back()->name == std::string("net"));
 }
 
-TEST_CASE("loader: transports as named, none, or refused with the reason; the net transport always last") {
+TEST_CASE("loader: transports as named, none, or refused with the reason, the net transport always last") {
   std::vector<const TransportPlugin*> t;
   REQUIRE(loadTransports({"p2p-nvlink"}, false, &t) == ncclSuccess);
   REQUIRE(t.size() == 2);

@@ -49,7 +49,7 @@ TEST_CASE("workFifo: an abort releases a producer blocked on a full ring") {
   CHECK(fifo.reserve(5, &abortFlag, &first) == ncclInternalError);  // larger than the ring
 }
 
-TEST_CASE("host stream: operations run in order; synchronize returns the first error") {
+TEST_CASE("host stream: operations run in order, synchronize returns the first error") {
   cudaStream_t s;
   REQUIRE(plexusStreamCreate(&s) == ncclSuccess);
   HostStream* hs = hostStreamOf(s);

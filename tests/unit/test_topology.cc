@@ -133,7 +133,7 @@ TEST_CASE("topology: NCCL_HOSTID gives a process another host identity") {
   CHECK(info.pidHash == pidHash());
 }
 
-TEST_CASE("channels: rings come from the graph; an order that is not a permutation is refused") {
+TEST_CASE("channels: rings come from the graph, an order that is not a permutation is refused") {
   Channels ch;
   channelsInit(&ch, 2, 4);
   int order0[4] = {0, 1, 2, 3}, order1[4] = {0, 3, 2, 1};

@@ -77,7 +77,7 @@ TEST_CASE("cuda runtime: creation counts the devices, and refuses a driver that 
   CHECK(error == "cuDeviceGetCount failed: CUDA_ERROR_UNKNOWN (unknown error)");
 }
 
-TEST_CASE("cuda runtime: setCurrent retains each primary context once; currentDevice follows the context") {
+TEST_CASE("cuda runtime: setCurrent retains each primary context once, currentDevice follows the context") {
   Fixture f;
   std::thread([&] {
     int device = -1;
@@ -168,7 +168,7 @@ TEST_CASE("cuda runtime: pinned and mapped host memory") {
   CHECK(f.fake->freedHost.size() == 3);
 }
 
-TEST_CASE("cuda runtime: alloc on a thread without a context uses device 0's primary one; 0 bytes is a byte") {
+TEST_CASE("cuda runtime: alloc on a thread without a context uses device 0's primary one, 0 bytes is a byte") {
   Fixture f;
   std::thread([&] {
     DeviceMem mem;
@@ -342,7 +342,7 @@ TEST_CASE("cuda runtime: a stream waits for a host word through cuStreamWaitValu
   CHECK(f.rt->lastError().find("cuStreamWaitValue64 failed") == 0);
 }
 
-TEST_CASE("cuda runtime: events are untimed; a pending one is ncclInProgress, a failed one an error") {
+TEST_CASE("cuda runtime: events are untimed, a pending one is ncclInProgress, a failed one an error") {
   Fixture f;
   REQUIRE(f.rt->setCurrent(0) == ncclSuccess);
   void* event = nullptr;
@@ -363,7 +363,7 @@ TEST_CASE("cuda runtime: events are untimed; a pending one is ncclInProgress, a 
   CHECK(f.fake->destroyedEvents == std::vector<pc::CUevent>{static_cast<pc::CUevent>(event)});
 }
 
-TEST_CASE("cuda runtime: captureStatus reads cuStreamGetCaptureInfo; an invalidated capture is an error") {
+TEST_CASE("cuda runtime: captureStatus reads cuStreamGetCaptureInfo, an invalidated capture is an error") {
   Fixture f;
   bool capturing = true;
   void* graph = reinterpret_cast<void*>(1);
@@ -385,7 +385,7 @@ TEST_CASE("cuda runtime: captureStatus reads cuStreamGetCaptureInfo; an invalida
   CHECK(f.rt->lastError().rfind("cuStreamGetCaptureInfo failed: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (", 0) == 0);
 }
 
-TEST_CASE("cuda runtime: graphRetain ties release(arg) to the graph; a failure hands arg back unreleased") {
+TEST_CASE("cuda runtime: graphRetain ties release(arg) to the graph, a failure hands arg back unreleased") {
   Fixture f;
   int released = 0;
   auto release = [](void* p) { ++*static_cast<int*>(p); };

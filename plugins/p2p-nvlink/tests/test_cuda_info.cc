@@ -169,7 +169,7 @@ TEST_CASE("cuda info: malformed or mismatched info is refused with a reason") {
   CHECK(decode(s).find("protocol 2") != std::string::npos);
 }
 
-TEST_CASE("canConnect: CUDA ranks of one machine; host rules unchanged; backends never mix") {
+TEST_CASE("canConnect: CUDA ranks of one machine, host rules unchanged, backends never mix") {
   // cuda_conn's rule.
   auto a = peer(1, 10), b = peer(1, 11), c = peer(1, 10);
   CHECK(cudaCanConnect(&a, &b));
