@@ -269,13 +269,18 @@ TEST_CASE("primitives: a receiver reads LL128 lines another thread writes, in Si
   }
 }
 
+// Aborts once the receiver waits (its channel says since when), not before: the abort must free a wait under way.
+static void abortOnceWaiting(Link& link) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (__atomic_load_n(&link.ch[1].waitSince, __ATOMIC_RELAXED) == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  __atomic_store_n(&link.abortFlag, 1u, __ATOMIC_RELEASE);
+}
+
 TEST_CASE("primitives: an abort releases a receiver whose sender never comes") {
   Link link;
   std::vector<float> out(100);
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    __atomic_store_n(&link.abortFlag, 1u, __ATOMIC_RELEASE);
-  });
+  std::thread aborter([&] { abortOnceWaiting(link); });
   int peer = 0;
   {
     PrimitivesLL<float, FuncSum<float>> p(&link.comm[1], &link.ch[1], 0, 1, &peer, 1, nullptr, 0, nullptr, out.data(), 0);
@@ -290,10 +295,7 @@ TEST_CASE("primitives: an abort releases a receiver whose sender never comes") {
 TEST_CASE("primitives: an abort releases an LL128 receiver whose sender never comes") {
   Link link;
   std::vector<float> out(1000);
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    __atomic_store_n(&link.abortFlag, 1u, __ATOMIC_RELEASE);
-  });
+  std::thread aborter([&] { abortOnceWaiting(link); });
   int peer = 0;
   {
     PrimitivesLL128<float, FuncSum<float>> p(&link.comm[1], &link.ch[1], 0, 1, &peer, 1, nullptr, 0, nullptr,

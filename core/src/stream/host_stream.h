@@ -73,6 +73,8 @@ class HostStream {
   // that sleep (publish then takes no locked instruction).
   uint64_t workerSleeps() const { return workerSleeps_.load(std::memory_order_relaxed); }
   bool processBarriers() const { return processBarriers_; }
+  // For tests: whether the worker sleeps until an enqueue wakes it, or is on its way to.
+  bool workerAsleep() const { return workerAsleep_.load(std::memory_order_relaxed); }
   // For tests: how many times a returning synchronize cut the worker's back-off short.
   uint64_t workerRouses() const { return workerRouses_.load(std::memory_order_relaxed); }
 
