@@ -183,8 +183,16 @@ TEST_CASE("socket net: init, devices and properties") {
 }
 
 TEST_CASE("socket net: devices after the last finalize is a usage error") {
-  { Net n; }
   int ndev = 0;
+  if (net.devices(&ndev) == ncclSuccess) {
+    // A context from an earlier case of this process still lives: the net loader's v6..v10 test plugins forward to
+    // this net and, as their ABI has no finalize, keep theirs to the end. Alone (as ctest runs it), none may.
+    REQUIRE_MESSAGE(!getenv("PLEXUS_TEST_ONE_CASE"), "the socket net has a live context before this case made one");
+    MESSAGE("not checked: an earlier case of this process holds a socket-net context (run this case alone)");
+    return;
+  }
+  CHECK(net.devices(&ndev) == ncclInvalidUsage);
+  { Net n; }
   CHECK(net.devices(&ndev) == ncclInvalidUsage);
 }
 
