@@ -258,6 +258,15 @@ TEST_CASE("profiler: a profiler that fails init, is missing or is turned off lea
     ProfilerEnv env(pluginDir + "libnccl-profiler-does-not-exist.so");
     CHECK(works() == 0);
   }
+  {
+    // A failed load is remembered for what was asked only: a plugin named after it loads.
+    ProfilerEnv env(pluginDir + "libnccl-profiler-test-v6.so");
+    CHECK(works() == 0);
+    const Log log = readLog(env.log);
+    CHECK(log.inits.size() == 2);
+    CHECK(!log.events.empty());
+    CHECK(log.finalizes == 2);
+  }
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "comm/communicator.h"
@@ -36,7 +37,9 @@ const Version versions[] = {{6, profilerAdapt_v6}, {5, profilerAdapt_v5}, {4, pr
 
 std::mutex loadMutex;
 int refs = 0;
-bool loadFailed = false;  // a load that failed is not tried again in this process (as NCCL)
+// What a load that failed was asked for (NCCL_PROFILER_PLUGIN, the net plugin): not tried again in this process while
+// that stays the same (NCCL never tries again; a program that names another plugin before its next init gets it).
+std::optional<std::string> failedFor;
 void* library = nullptr;
 std::unique_ptr<const ProfilerApi> api;
 std::string label, report;
@@ -102,13 +105,19 @@ bool load(const std::string& netSpec) {
 void profilerCommInit(ncclComm* comm) {
   {
     std::lock_guard<std::mutex> lock(loadMutex);
-    if (!api && !loadFailed && !load(netPluginSpec(comm->config->net))) {
-      loadFailed = true;
-      if (envGet("PROFILER_PLUGIN")) WARN("%s", report.c_str());
-      else INFO(NCCL_INIT, "%s", report.c_str());
-      return;
+    if (!api) {
+      const std::string netSpec = netPluginSpec(comm->config->net);
+      const std::optional<std::string> env = envGet("PROFILER_PLUGIN");
+      const std::string asked = (env ? "=" + *env : "unset") + "\n" + netSpec;
+      if (failedFor == asked) return;
+      if (!load(netSpec)) {
+        failedFor = asked;
+        if (env) WARN("%s", report.c_str());
+        else INFO(NCCL_INIT, "%s", report.c_str());
+        return;
+      }
+      failedFor.reset();
     }
-    if (!api) return;
     if (refs++ == 0) INFO(NCCL_INIT, "%s", report.c_str());
   }
   comm->profiler = api.get();
