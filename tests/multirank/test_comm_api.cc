@@ -317,6 +317,19 @@ static bool waitingInAllReduce(ncclComm_t comm) {
   return false;
 }
 
+// True once count reaches n (the other ranks got that far); false after 60 s, where one of them failed before it.
+static bool waitForCount(const std::atomic<int>& count, int n, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count.load() < n)
+    if (std::chrono::steady_clock::now() > deadline) {
+      fprintf(stderr, "%s: %d of %d after 60 s\n", what, count.load(), n);
+      return false;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  return true;
+}
+
 TEST_CASE("ncclCommShrink: survivors renumbered, NCCL_SHRINK_ABORT stops what is stuck on the parent") {
   // Rank 1 leaves: 0, 2, 3 become 0, 1, 2. Rank 1 does not call.
   CHECK(harness::runThreads(4, [](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
@@ -348,8 +361,7 @@ TEST_CASE("ncclCommShrink: survivors renumbered, NCCL_SHRINK_ABORT stops what is
   std::atomic<int> done{0};
   CHECK(harness::runThreads(4, [&done](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           if (rank == 3) {
-            while (done.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            return 0L;
+            return waitForCount(done, 3, "survivors that shrank") ? 0L : 1L;
           }
           long bad = 0;
           std::vector<int> stuck(1 << 16, 1);
@@ -402,7 +414,7 @@ TEST_CASE("ncclCommRevoke: stops what is in flight, refuses new work, leaves spl
           bad += ncclAllReduce(buf.data(), buf.data(), 16, ncclInt32, ncclSum, comm, stream) != ncclInvalidUsage;
           bad += ncclGroupEnd() != ncclInvalidUsage;
           // Both ranks revoked: the parent's bootstrap still serves a split, and the child works.
-          while (revoked.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          if (!waitForCount(revoked, 2, "ranks that revoked")) return bad + 1;
           ncclComm_t child = nullptr;
           CHECK_NCCL(ncclCommSplit(comm, 0, rank, &child, nullptr));
           if (!child) return bad + 1;

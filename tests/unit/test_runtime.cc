@@ -21,14 +21,16 @@ TEST_CASE("workFifo: the producer waits while full and resumes when the consumer
   REQUIRE(fifo.reserve(6, &abortFlag, &first) == ncclSuccess);
   CHECK(first == 0);
   std::atomic<bool> got{false};
+  std::atomic<int> helps{0};  // reserve asks for help on each round of its wait for room, and only then
   std::thread producer([&] {
     uint32_t f;
-    CHECK(fifo.reserve(4, &abortFlag, &f) == ncclSuccess);
+    CHECK(fifo.reserve(4, &abortFlag, &f, [&] { helps++; }) == ncclSuccess);
     CHECK(f == 6);
     got = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK_FALSE(got.load());  // 6 + 4 > 8
+  for (int i = 0; i < 10000 && helps.load() < 3; i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(helps.load() >= 3);  // waiting, round after round
+  CHECK_FALSE(got.load());     // 6 + 4 > 8
   fifo.consumeTo(6);
   producer.join();
   CHECK(got.load());
@@ -40,12 +42,14 @@ TEST_CASE("workFifo: an abort releases a producer blocked on a full ring") {
   volatile uint32_t abortFlag = 0;
   uint32_t first;
   REQUIRE(fifo.reserve(4, &abortFlag, &first) == ncclSuccess);
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::atomic<int> helps{0};
+  std::thread aborter([&] {  // aborts once the producer waits for room (it asks for help then), not before
+    for (int i = 0; i < 10000 && helps.load() < 3; i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELEASE);
   });
-  CHECK(fifo.reserve(1, &abortFlag, &first) == ncclRemoteError);
+  CHECK(fifo.reserve(1, &abortFlag, &first, [&] { helps++; }) == ncclRemoteError);
   aborter.join();
+  CHECK(helps.load() >= 3);
   CHECK(fifo.reserve(5, &abortFlag, &first) == ncclInternalError);  // larger than the ring
 }
 

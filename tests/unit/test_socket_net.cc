@@ -661,7 +661,11 @@ double tcpBandwidth(size_t message) {
   });
   while (secondsSince(t0) < kBenchSeconds) {
     size_t off = 0;
-    while (off < message) off += (size_t)std::max<ssize_t>(0, send(c, src.data() + off, message - off, 0));
+    while (off < message) {
+      const ssize_t k = send(c, src.data() + off, message - off, 0);
+      REQUIRE(k > 0);  // a reader that went away ends the run, not a loop on -1
+      off += (size_t)k;
+    }
   }
   shutdown(c, SHUT_WR);
   reader.join();
