@@ -5,7 +5,11 @@
 #   scripts/bench-vs-mpi.sh [nranks=2] [collective=all_reduce]
 #
 # collective: all_reduce, all_gather, broadcast, reduce, reduce_scatter, alltoall.
-# Environment: BUILD_DIR (./build), MINBYTES (8), MAXBYTES (64M), STEPFACTOR (2), ITERS (20), WARMUP (5),
+# Environment: BUILD_DIR (./build), MINBYTES (8), MAXBYTES (64M), STEPFACTOR (2), ITERS (20), WARMUP (20: a
+# process's first operations of a size touch the connection's slot pages for the first time, 8 slots, each touch a
+# trap to this VM's hypervisor, about 5 us a page; 5 left 256 KiB at 0.16-0.42x of Open MPI, 1.2-2.5x after 100),
+# SMALL_ITERS (1000) and SMALL_WARMUP (100) for the sizes up to SMALL_MAX (64K) unless ITERS is set (as OSU's
+# benchmarks do: 20 operations of a few microseconds are over in less time than one of this VM's scheduler hiccups),
 # CHECK (1: plexus-perf validates results), MPIRUN_ARGS (extra mpirun flags), REPEAT (1: runs each side this many
 # times, alternating plexus and Open MPI, and compares the median times per size: a machine whose speed drifts
 # from one minute to the next then weighs on both sides alike).
@@ -18,7 +22,10 @@ minbytes=${MINBYTES:-8}
 maxbytes=${MAXBYTES:-64M}
 factor=${STEPFACTOR:-2}
 iters=${ITERS:-20}
-warmup=${WARMUP:-5}
+warmup=${WARMUP:-20}
+smallIters=${SMALL_ITERS:-1000}
+smallWarmup=${SMALL_WARMUP:-100}
+smallMax=${SMALL_MAX:-64K}
 check=${CHECK:-1}
 repeat=${REPEAT:-1}
 
@@ -53,19 +60,47 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-sizes=(-b "$minbytes" -e "$maxbytes" -f "$factor" -n "$iters" -w "$warmup")
+bytes() {  # 64K -> 65536 (the suffixes plexus-perf takes)
+  [[ $1 =~ ^([0-9]+)([KkMmGg]?)$ ]] || die "not a size: '$1'"
+  local n=${BASH_REMATCH[1]}
+  case ${BASH_REMATCH[2]} in K | k) n=$((n << 10)) ;; M | m) n=$((n << 20)) ;; G | g) n=$((n << 30)) ;; esac
+  echo "$n"
+}
+[[ $factor =~ ^([2-9]|[1-9][0-9]+)$ ]] || die "STEPFACTOR must be an integer of at least 2, not '$factor'"
+# The small sizes run with many iterations, in a run of their own; the whole sequence with ITERS, whose rows beyond
+# them are kept (so each large size follows the smaller ones in its process, as in a single run: this VM makes a
+# process's first touch of a page cost about 5 us, and the smaller sizes' operations take that for the larger ones).
+lo=$(bytes "$minbytes") hi=$(bytes "$maxbytes") cut=$(bytes "$smallMax")
+last=0
+if [[ -z ${ITERS:-} ]] && ((lo <= cut)); then
+  last=$lo
+  while ((last * factor <= hi && last * factor <= cut)); do last=$((last * factor)); done
+fi
 runs=""
 ((repeat == 1)) || runs=", median of $repeat alternating runs each"
-echo "# plexus-perf $coll vs Open MPI $mpicoll: $nranks ranks, float, ${minbytes}..${maxbytes} x$factor, $iters iters$runs"
+what="$iters iters"
+((last > 0)) && what="$smallIters iters up to $smallMax ($smallWarmup warm-up), $iters beyond"
+echo "# plexus-perf $coll vs Open MPI $mpicoll: $nranks ranks, float, ${minbytes}..${maxbytes} x$factor, $what$runs"
+all=(-b "$lo" -e "$hi" -f "$factor" -n "$iters" -w "$warmup")
+small=(-b "$lo" -e "$last" -f "$factor" -n "$smallIters" -w "$smallWarmup")
+# Runs one side (plexus or mpi) into $tmp/<side>.<k>.txt: the small sizes' rows, then the rest of the whole run's.
+side() {
+  local name=$1 k=$2
+  shift 2
+  if ((last > 0)) && ! "${mpirun[@]}" "$@" "${small[@]}" >"$tmp/$name.$k.small.txt" 2>&1; then
+    cat "$tmp/$name.$k.small.txt" >&2
+    die "$name run failed"
+  fi
+  if ! "${mpirun[@]}" "$@" "${all[@]}" >"$tmp/$name.$k.all.txt" 2>&1; then
+    cat "$tmp/$name.$k.all.txt" >&2
+    die "$name run failed"
+  fi
+  { ((last == 0)) || cat "$tmp/$name.$k.small.txt"
+    awk -v last="$last" '/^#/ || NF < 8 || $1 !~ /^[0-9]+$/ || $1 + 0 > last + 0' "$tmp/$name.$k.all.txt"; } >"$tmp/$name.$k.txt"
+}
 for ((k = 1; k <= repeat; k++)); do
-  if ! "${mpirun[@]}" "$perf" "$coll" "${sizes[@]}" -c "$check" >"$tmp/plexus.$k.txt" 2>&1; then
-    cat "$tmp/plexus.$k.txt" >&2
-    die "plexus-perf failed"
-  fi
-  if ! "${mpirun[@]}" "$mpibench" -C "$mpicoll" "${sizes[@]}" >"$tmp/mpi.$k.txt" 2>&1; then
-    cat "$tmp/mpi.$k.txt" >&2
-    die "mpi_allreduce failed"
-  fi
+  side plexus "$k" "$perf" "$coll" -c "$check"
+  side mpi "$k" "$mpibench" -C "$mpicoll"
 done
 
 # Table rows only: size in $1, out-of-place time in $6, busbw in $8. Every run walks the same sizes, so rows pair up
@@ -101,5 +136,5 @@ else
   cat "$tmp/probe.txt" >&2
 fi
 
-wrong=$(cat "$tmp"/plexus.[0-9]*.txt | awk '/Out of bounds values/ { n += $(NF-1) } END { print n + 0 }')
+wrong=$(cat "$tmp"/plexus.[0-9]*.small.txt "$tmp"/plexus.[0-9]*.all.txt 2>/dev/null | awk '/Out of bounds values/ { n += $(NF-1) } END { print n + 0 }')
 [[ -z $wrong || $wrong == 0 ]] || echo "# WARNING: plexus-perf reported $wrong wrong results" >&2
