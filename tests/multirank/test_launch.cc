@@ -4,7 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "check.h"
@@ -297,4 +303,47 @@ TEST_CASE("launch: PLEXUS_P2P_JOIN=0 runs every launch on its own") {
           return bad;
         }) == 0);
   unsetenv("PLEXUS_P2P_JOIN");
+}
+
+TEST_CASE("launch: the hang report of a pass of joined launches names the range of operations it runs") {
+  // Rank 0's four receives from rank 1 into buffers of their own are enqueued back to back and run as one pass, which
+  // waits for rank 1: the report names the first, and the three after it up to the last one's opSeq.
+  std::atomic<bool> seen{false};
+  CHECK(harness::runThreads(2, [&seen](int rank, int, ncclComm_t comm, cudaStream_t stream) {
+          std::vector<std::vector<int32_t>> bufs(4, std::vector<int32_t>(16, rank == 1 ? 7 : -1));
+          long bad = 0;
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          if (rank == 1) {
+            while (!seen.load() && std::chrono::steady_clock::now() < deadline)
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            for (auto& b : bufs) CHECK_NCCL(ncclSend(b.data(), 16, ncclInt32, 0, comm, stream));
+            CHECK_NCCL(plexusStreamSynchronize(stream));
+            return seen.load() ? 0L : 1L;
+          }
+          uint64_t mark = 0;
+          joinedSince(comm, &mark);
+          for (auto& b : bufs) CHECK_NCCL(ncclRecv(b.data(), 16, ncclInt32, 1, comm, stream));
+          char report[16384] = "";
+          unsigned long long first = 0, last = 0;
+          while (std::chrono::steady_clock::now() < deadline) {
+            const char* at = plexusCommHangReport(comm, report, sizeof report) == ncclSuccess
+                                 ? strstr(report, "running Recv opSeq ")
+                                 : nullptr;
+            if (at && strstr(report, "waiting") &&
+                sscanf(at, "running Recv opSeq %llu", &first) == 1 && strstr(at, "up to opSeq ") &&
+                sscanf(strstr(at, "up to opSeq "), "up to opSeq %llu", &last) == 1)
+              break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          if (last != first + 3 || !strstr(report, "or one of the 3 after it")) {
+            fprintf(stderr, "the report of the joined pass (opSeq %llu up to %llu):\n%s\n", first, last, report);
+            bad++;
+          }
+          seen = true;
+          CHECK_NCCL(plexusStreamSynchronize(stream));
+          for (auto& b : bufs)
+            for (int32_t v : b) bad += v != 7;
+          bad += joinedSince(comm, &mark) != 3;
+          return bad;
+        }) == 0);
 }

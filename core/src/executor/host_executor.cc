@@ -4,6 +4,7 @@
 #include <plexus/device/kernel.h>
 #include <plexus/device/p2p.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -113,11 +114,13 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
   debugSetThreadRank(comm_->rank);
   const plexusDevWork_v1_t* w = nullptr;
   int more = 0;
+  uint64_t lastOpSeq = 0;
   for (uint32_t i = 0; i < args->nWorks; i++) {
     const plexusDevWork_v1_t* x = dev::kernelWork(args, i);
     if (!dev::workOnChannel(x, channel)) continue;
     if (w) more++;
     else w = x;
+    lastOpSeq = std::max(lastOpSeq, x->opSeq);
   }
   if (!w) return ncclSuccess;
   Activity& act = activity_[channel];
@@ -125,6 +128,7 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
   act.datatype.store(w->datatype, std::memory_order_relaxed);
   act.algorithm.store(w->algorithm, std::memory_order_relaxed);
   act.opSeq.store(w->opSeq, std::memory_order_relaxed);
+  act.lastOpSeq.store(lastOpSeq, std::memory_order_relaxed);
   act.count.store(w->count, std::memory_order_relaxed);
   act.more.store(more, std::memory_order_relaxed);
   act.running.store(true, std::memory_order_release);
@@ -158,7 +162,10 @@ ncclResult_t HostExecutor::runChannel(int channel, const plexusDevKernelArgs_v1_
   // A connection that failed under the proxy aborted the communicator and said why already.
   const ncclResult_t async = comm_->asyncError.load();
   if (ch.status == PLEXUS_CHANNEL_ABORTED && async != ncclSuccess) return async;
-  const std::string launch = more ? " (and " + std::to_string(more) + " more work(s) of its launch)" : "";
+  // Its launch's other works, or in a pass of joined launches the later launches' too: their operations' range.
+  const std::string launch = more ? " (and " + std::to_string(more) + " more work(s), up to opSeq " +
+                                        std::to_string(lastOpSeq) + ")"
+                                  : "";
   if (ch.status == PLEXUS_CHANNEL_TIMEOUT) {
     // Keep the channel's wait for the report; the first channel to time out prints it.
     act.running.store(true, std::memory_order_release);

@@ -32,12 +32,12 @@ class HostExecutor {
   const HostKernel& kernel() const { return kernel_; }
 
   // What a channel runs now, for hang reports: written by the channel's thread, read by any (a report taken while a
-  // channel moves to the next launch may mix the two). The first work of the launch on the channel, and how many
-  // more the launch gives it.
+  // channel moves to the next launch may mix the two). The first work of the launch on the channel, how many more
+  // the launch gives it, and the last operation among them (a pass of joined launches runs several operations).
   struct Activity {
     std::atomic<bool> running{false};
     std::atomic<int> func{0}, datatype{0}, algorithm{0}, more{0};
-    std::atomic<uint64_t> opSeq{0}, count{0};
+    std::atomic<uint64_t> opSeq{0}, lastOpSeq{0}, count{0};
   };
   const Activity& activity(int channel) const { return activity_[channel]; }
   // Launches that ran in the pass of the launch before them (join).

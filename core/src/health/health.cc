@@ -545,13 +545,15 @@ std::string hangReport(const ncclComm* comm) {
       if (running || (dev::loadRelaxed(&ch.status) != PLEXUS_CHANNEL_OK && a.count.load() + a.opSeq.load() != 0)) {
         const int algo = a.algorithm.load();
         const int more = a.more.load();
+        // The works after it: its launch's, or in a pass of joined launches the later launches' too.
+        const std::string after = more ? " after it, up to opSeq " + std::to_string(a.lastOpSeq.load()) : "";
         snprintf(line, sizeof line, "%s %s opSeq %llu (%llu x %s, %s)%s%s%s", running ? "running" : "stopped in",
                  funcName((ncclFunc_t)a.func.load()),
                  (unsigned long long)a.opSeq.load(), (unsigned long long)a.count.load(),
                  typeName((ncclDataType_t)a.datatype.load()),
                  algo < (int)comm->algos.size() ? comm->algos[algo].plugin->name.c_str() : "?",
                  more ? " or one of the " : "", more ? std::to_string(more).c_str() : "",
-                 more ? " after it in its launch" : "");
+                 after.c_str());
         what = line;
       }
     }
