@@ -307,7 +307,9 @@ TEST_CASE("launch: PLEXUS_P2P_JOIN=0 runs every launch on its own") {
 
 TEST_CASE("launch: the hang report of a pass of joined launches names the range of operations it runs") {
   // Rank 0's four receives from rank 1 into buffers of their own are enqueued back to back and run as one pass, which
-  // waits for rank 1: the report names the first, and the three after it up to the last one's opSeq.
+  // waits for rank 1: the report names the first, and the three after it up to the last one's opSeq. A launch delay
+  // of 100 ms: the stream's worker takes the first receive (nobody synchronizes) only long after all four are queued.
+  setenv("PLEXUS_LAUNCH_DELAY_US", "100000", 1);
   std::atomic<bool> seen{false};
   CHECK(harness::runThreads(2, [&seen](int rank, int, ncclComm_t comm, cudaStream_t stream) {
           std::vector<std::vector<int32_t>> bufs(4, std::vector<int32_t>(16, rank == 1 ? 7 : -1));
@@ -346,4 +348,5 @@ TEST_CASE("launch: the hang report of a pass of joined launches names the range 
           bad += joinedSince(comm, &mark) != 3;
           return bad;
         }) == 0);
+  unsetenv("PLEXUS_LAUNCH_DELAY_US");
 }
