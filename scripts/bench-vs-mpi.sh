@@ -70,7 +70,11 @@ bytes() {  # 64K -> 65536 (the suffixes plexus-perf takes)
 # The small sizes run with many iterations, in a run of their own; the whole sequence with ITERS, whose rows beyond
 # them are kept (so each large size follows the smaller ones in its process, as in a single run: this VM makes a
 # process's first touch of a page cost about 5 us, and the smaller sizes' operations take that for the larger ones).
-lo=$(bytes "$minbytes") hi=$(bytes "$maxbytes") cut=$(bytes "$smallMax")
+# One assignment each: under set -e a failed $(bytes ...) then ends the script, not only its subshell.
+lo=$(bytes "$minbytes")
+hi=$(bytes "$maxbytes")
+cut=$(bytes "$smallMax")
+((lo >= 1)) || die "MINBYTES must be at least 1, not '$minbytes'"
 last=0
 if [[ -z ${ITERS:-} ]] && ((lo <= cut)); then
   last=$lo
