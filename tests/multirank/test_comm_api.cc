@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "count.h"
 #include "harness.h"
 #include "settle.h"
 
@@ -318,16 +319,10 @@ static bool waitingInAllReduce(ncclComm_t comm) {
 }
 
 // True once count reaches n (the other ranks got that far); false after 60 s, where one of them failed before it.
-static bool waitForCount(const std::atomic<int>& count, int n, const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (count.load() < n)
-    if (std::chrono::steady_clock::now() > deadline) {
-      fprintf(stderr, "%s: %d of %d after 60 s\n", what, count.load(), n);
-      return false;
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  return true;
+static bool waitForCount(testenv::Count& count, int n, const char* what) {
+  if (count.waitFor(n, std::chrono::seconds(60))) return true;
+  fprintf(stderr, "%s: %d of %d after 60 s\n", what, count.value(), n);
+  return false;
 }
 
 TEST_CASE("ncclCommShrink: survivors renumbered, NCCL_SHRINK_ABORT stops what is stuck on the parent") {
@@ -358,7 +353,7 @@ TEST_CASE("ncclCommShrink: survivors renumbered, NCCL_SHRINK_ABORT stops what is
         }) == 0);
 
   // Rank 3 "fails": the others start an AllReduce it never joins, then shrink with NCCL_SHRINK_ABORT.
-  std::atomic<int> done{0};
+  testenv::Count done;
   CHECK(harness::runThreads(4, [&done](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           if (rank == 3) {
             return waitForCount(done, 3, "survivors that shrank") ? 0L : 1L;
@@ -380,14 +375,14 @@ TEST_CASE("ncclCommShrink: survivors renumbered, NCCL_SHRINK_ABORT stops what is
           // The aborted parent refuses new work and is still destroyable (by the harness).
           std::vector<int> more(4);
           bad += ncclAllReduce(more.data(), more.data(), 4, ncclInt32, ncclSum, comm, stream) != ncclInvalidUsage;
-          done++;
+          done.add();
           return bad;
         }) == 0);
 }
 
 TEST_CASE("ncclCommRevoke: stops what is in flight, refuses new work, leaves split and destroy") {
   CHECK(ncclCommRevoke(nullptr, 0) == ncclSuccess);
-  std::atomic<int> revoked{0};
+  testenv::Count revoked;
   CHECK(harness::runThreads(2, [&revoked](int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
           long bad = 0;
           bad += ncclCommRevoke(comm, 1) != ncclInvalidArgument;
@@ -400,7 +395,7 @@ TEST_CASE("ncclCommRevoke: stops what is in flight, refuses new work, leaves spl
           auto t0 = std::chrono::steady_clock::now();
           CHECK_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
           bad += std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10);
-          revoked++;
+          revoked.add();
           plexusStreamSynchronize(stream);
           ncclResult_t state = ncclInternalError;
           CHECK_NCCL(ncclCommGetAsyncError(comm, &state));

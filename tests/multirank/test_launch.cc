@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "check.h"
+#include "count.h"
 #include "harness.h"
 
 namespace {
@@ -310,17 +311,16 @@ TEST_CASE("launch: the hang report of a pass of joined launches names the range 
   // waits for rank 1: the report names the first, and the three after it up to the last one's opSeq. A launch delay
   // of 100 ms: the stream's worker takes the first receive (nobody synchronizes) only long after all four are queued.
   setenv("PLEXUS_LAUNCH_DELAY_US", "100000", 1);
-  std::atomic<bool> seen{false};
+  testenv::Count seen;  // 1: rank 0 has read the report
   CHECK(harness::runThreads(2, [&seen](int rank, int, ncclComm_t comm, cudaStream_t stream) {
           std::vector<std::vector<int32_t>> bufs(4, std::vector<int32_t>(16, rank == 1 ? 7 : -1));
           long bad = 0;
           const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
           if (rank == 1) {
-            while (!seen.load() && std::chrono::steady_clock::now() < deadline)
-              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            const bool read = seen.waitFor(1, std::chrono::seconds(30));
             for (auto& b : bufs) CHECK_NCCL(ncclSend(b.data(), 16, ncclInt32, 0, comm, stream));
             CHECK_NCCL(plexusStreamSynchronize(stream));
-            return seen.load() ? 0L : 1L;
+            return read ? 0L : 1L;
           }
           uint64_t mark = 0;
           joinedSince(comm, &mark);
@@ -335,13 +335,13 @@ TEST_CASE("launch: the hang report of a pass of joined launches names the range 
                 sscanf(at, "running Recv opSeq %llu", &first) == 1 && strstr(at, "up to opSeq ") &&
                 sscanf(strstr(at, "up to opSeq "), "up to opSeq %llu", &last) == 1)
               break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            std::this_thread::yield();  // the report has no event to wait on: it is read again until it shows the wait
           }
           if (last != first + 3 || !strstr(report, "or one of the 3 after it")) {
             fprintf(stderr, "the report of the joined pass (opSeq %llu up to %llu):\n%s\n", first, last, report);
             bad++;
           }
-          seen = true;
+          seen.add();
           CHECK_NCCL(plexusStreamSynchronize(stream));
           for (auto& b : bufs)
             for (int32_t v : b) bad += v != 7;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "count.h"
 #include "fifo/work_fifo.h"
 #include "stream/host_stream.h"
 
@@ -21,15 +22,15 @@ TEST_CASE("workFifo: the producer waits while full and resumes when the consumer
   REQUIRE(fifo.reserve(6, &abortFlag, &first) == ncclSuccess);
   CHECK(first == 0);
   std::atomic<bool> got{false};
-  std::atomic<int> helps{0};  // reserve asks for help on each round of its wait for room, and only then
+  testenv::Count helps;  // reserve asks for help on each round of its wait for room, and only then
   std::thread producer([&] {
     uint32_t f;
-    CHECK(fifo.reserve(4, &abortFlag, &f, [&] { helps++; }) == ncclSuccess);
+    CHECK(fifo.reserve(4, &abortFlag, &f, [&] { helps.add(); }) == ncclSuccess);
     CHECK(f == 6);
     got = true;
   });
-  for (int i = 0; i < 10000 && helps.load() < 3; i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(helps.load() >= 3);  // waiting, round after round (a CHECK: the producer must be joined below either way)
+  // Waiting, round after round (a CHECK: the producer must be joined below either way).
+  CHECK(helps.waitFor(3, std::chrono::seconds(10)));
   CHECK_FALSE(got.load());   // 6 + 4 > 8
   fifo.consumeTo(6);
   producer.join();
@@ -42,14 +43,14 @@ TEST_CASE("workFifo: an abort releases a producer blocked on a full ring") {
   volatile uint32_t abortFlag = 0;
   uint32_t first;
   REQUIRE(fifo.reserve(4, &abortFlag, &first) == ncclSuccess);
-  std::atomic<int> helps{0};
+  testenv::Count helps;
   std::thread aborter([&] {  // aborts once the producer waits for room (it asks for help then), not before
-    for (int i = 0; i < 10000 && helps.load() < 3; i++) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    helps.waitFor(3, std::chrono::seconds(10));
     __atomic_store_n(&abortFlag, 1u, __ATOMIC_RELEASE);
   });
-  CHECK(fifo.reserve(1, &abortFlag, &first, [&] { helps++; }) == ncclRemoteError);
+  CHECK(fifo.reserve(1, &abortFlag, &first, [&] { helps.add(); }) == ncclRemoteError);
   aborter.join();
-  CHECK(helps.load() >= 3);
+  CHECK(helps.value() >= 3);
   CHECK(fifo.reserve(5, &abortFlag, &first) == ncclInternalError);  // larger than the ring
 }
 
