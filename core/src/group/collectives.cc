@@ -31,9 +31,12 @@ ncclResult_t refuse(ncclResult_t r) {
 // The kernel-side operator for a user op: ncclAvg is a pre-multiplication by 1/n for floating types
 // and a post-division by n for integers; ops from ncclRedOpCreatePreMulSum carry their scalar. The op is the
 // caller's integer, unchecked (as the datatype in checkCommon).
-ncclResult_t deviceRedOp(ncclComm* comm, const char* api, int op, ncclDataType_t type, Task* t) {
-  t->redOpArg = 0;
-  t->redOpArgIsPtr = false;
+struct DeviceRedOp {
+  plexusDevRedOp_t devOp = plexusDevSum;
+  uint64_t redOpArg = 0;
+  bool redOpArgIsPtr = false;
+};
+ncclResult_t deviceRedOp(ncclComm* comm, const char* api, int op, ncclDataType_t type, DeviceRedOp* t) {
   switch (op) {
     case ncclSum: t->devOp = plexusDevSum; return ncclSuccess;
     case ncclProd: t->devOp = plexusDevProd; return ncclSuccess;
@@ -76,13 +79,13 @@ ncclResult_t deviceRedOp(ncclComm* comm, const char* api, int op, ncclDataType_t
   return ncclSuccess;
 }
 
-// Checks shared by every operation; fills t's stream. Buffers are checked by the caller, since which
+// Checks shared by every operation; *opStream: the stream as a Task holds it. Buffers are checked by the caller, since which
 // of them must be valid depends on the operation and the rank. perRank: a buffer holds count elements for each rank
 // (AllGather's output, AlltoAll's), which must fit the address space too.
 // The datatype is the caller's integer until checked: a C caller may pass any value, which C++ may not
 // hold in an ncclDataType_t.
 ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, bool perRank, int datatype, cudaStream_t stream,
-                         Task* t) {
+                         cudaStream_t* opStream) {
   NCCLCHECK(checkComm(comm, api));
   if (datatype < 0 || datatype >= ncclNumTypes)
     return setError(comm, ncclInvalidArgument, "%s: invalid datatype %d (valid: 0..%d)", api, datatype,
@@ -93,21 +96,32 @@ ncclResult_t checkCommon(ncclComm* comm, const char* api, size_t count, bool per
     return setError(comm, ncclInvalidArgument, "%s: count %zu of %zu-byte elements overflows the address space", api,
                     count, elem);
   if (comm->backend == plexusBackendHost) {
-    t->stream = reinterpret_cast<cudaStream_t>(hostStreamOf(stream, comm->device));
-    if (!t->stream)
+    *opStream = reinterpret_cast<cudaStream_t>(hostStreamOf(stream, comm->device));
+    if (!*opStream)
       return setError(comm, ncclInvalidArgument,
                       "%s: stream %p is not a Plexus host stream; on the host backend create streams with "
                       "plexusStreamCreate (or pass NULL for the default stream)", api, (void*)stream);
   } else {
-    t->stream = stream;
+    *opStream = stream;
   }
   ncclResult_t async = comm->asyncError.load();
   if (async != ncclSuccess)
     return setError(comm, ncclInvalidUsage, "%s: the communicator has failed earlier (%s: %s); abort it", api,
                     ncclGetErrorString(async), lastError(comm));
-  t->datatype = (ncclDataType_t)datatype;
-  t->count = count;
   return ncclSuccess;
+}
+
+// The task of an operation whose arguments checkCommon accepted. Built only for an operation that moves data: a
+// 0-element call, which a benchmark's smallest sizes make on many ranks, costs its checks alone.
+Task checkedTask(ncclFunc_t func, size_t count, int datatype, cudaStream_t opStream) {
+  Task t{};
+  t.func = func;
+  t.count = count;
+  t.datatype = (ncclDataType_t)datatype;
+  t.stream = opStream;
+  t.root = t.peer = -1;
+  t.devOp = plexusDevSum;
+  return t;
 }
 
 ncclResult_t checkRoot(ncclComm* comm, const char* api, int root) {
@@ -165,51 +179,52 @@ enum class Buffers { Both, SendOnRoot, RecvOnRoot };
 
 // comm, its rank and its size are read only once checkCommon found comm live.
 ncclResult_t collective(const CollArgs& a, Buffers buffers = Buffers::Both, bool perRank = false) {
-  Task t{};
   ncclComm* comm = a.comm;
-  ncclResult_t r = checkCommon(comm, a.api, a.count, perRank, a.datatype, a.stream, &t);
+  cudaStream_t stream = nullptr;
+  ncclResult_t r = checkCommon(comm, a.api, a.count, perRank, a.datatype, a.stream, &stream);
   if (r == ncclSuccess && (a.func == ncclFuncBroadcast || a.func == ncclFuncReduce)) r = checkRoot(comm, a.api, a.root);
   const bool root = r == ncclSuccess && comm->rank == a.root;
   if (r == ncclSuccess && (buffers != Buffers::SendOnRoot || root))
     r = checkBuffer(comm, a.api, "sendbuff", a.sendbuff, a.count);
   if (r == ncclSuccess && (buffers != Buffers::RecvOnRoot || root))
     r = checkBuffer(comm, a.api, "recvbuff", a.recvbuff, a.count);
-  if (r == ncclSuccess && a.reduces) r = deviceRedOp(comm, a.api, a.op, t.datatype, &t);
+  DeviceRedOp op;
+  if (r == ncclSuccess && a.reduces) r = deviceRedOp(comm, a.api, a.op, (ncclDataType_t)a.datatype, &op);
   if (r != ncclSuccess) return refuse(r);
-  t.func = a.func;
+  if (a.count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too
+  Task t = checkedTask(a.func, a.count, a.datatype, stream);
   t.sendbuff = a.sendbuff;
   t.recvbuff = a.recvbuff;
   t.userOp = (ncclRedOp_t)a.op;
+  t.devOp = op.devOp;
+  t.redOpArg = op.redOpArg;
+  t.redOpArgIsPtr = op.redOpArgIsPtr;
   t.root = a.root;
-  t.peer = -1;
-  if (a.count == 0) return ncclSuccess;  // nothing moves; NCCL returns at once too
   if (ncclResult_t copied; oneRankCopy(comm, t, &copied)) return copied == ncclSuccess ? copied : refuse(copied);
   return enqueueTask(comm, t);
 }
 
-// A send or receive whose arguments were checked: checked is checkCommon's task (stream, datatype, count).
+// A send or receive whose arguments were checked: checked is checkedTask's (stream, datatype, count).
 ncclResult_t enqueueP2p(ncclComm* comm, const Task& checked, ncclFunc_t func, const void* buff, int peer) {
-  if (checked.count == 0) return ncclSuccess;
   Task t = checked;
   t.func = func;
   t.sendbuff = func == ncclFuncSend ? buff : nullptr;
   t.recvbuff = func == ncclFuncRecv ? const_cast<void*>(buff) : nullptr;
   t.peer = peer;
-  t.root = -1;
-  t.devOp = plexusDevSum;
   return enqueueTask(comm, t);
 }
 
 // Send or Recv of count elements with peer; part of a group of such calls.
 ncclResult_t p2p(const char* api, ncclFunc_t func, const void* buff, size_t count, ncclDataType_t datatype, int peer,
                  ncclComm_t comm, cudaStream_t stream) {
-  Task t{};
-  ncclResult_t r = checkCommon(comm, api, count, false, datatype, stream, &t);
+  cudaStream_t opStream = nullptr;
+  ncclResult_t r = checkCommon(comm, api, count, false, datatype, stream, &opStream);
   if (r == ncclSuccess && (peer < 0 || peer >= comm->nRanks))
     r = setError(comm, ncclInvalidArgument, "%s: peer %d is out of range [0, %d)", api, peer, comm->nRanks);
   if (r == ncclSuccess) r = checkBuffer(comm, api, func == ncclFuncSend ? "sendbuff" : "recvbuff", buff, count);
   if (r != ncclSuccess) return refuse(r);
-  return enqueueP2p(comm, t, func, buff, peer);
+  if (count == 0) return ncclSuccess;
+  return enqueueP2p(comm, checkedTask(func, count, datatype, opStream), func, buff, peer);
 }
 
 // Runs fn inside a group of its own, so that the sends and receives it enqueues launch together.
@@ -288,8 +303,8 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_
          ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                           cudaStream_t stream) {
-  Task probe{};  // checked once: its parts are enqueued as they are
-  ncclResult_t r = checkCommon(comm, "ncclAlltoAll", count, true, datatype, stream, &probe);
+  cudaStream_t opStream = nullptr;
+  ncclResult_t r = checkCommon(comm, "ncclAlltoAll", count, true, datatype, stream, &opStream);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "sendbuff", sendbuff, count);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclAlltoAll", "recvbuff", recvbuff, count);
   if (r == ncclSuccess && count > 0 && sendbuff == recvbuff)
@@ -298,14 +313,12 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
   if (count == 0) return ncclSuccess;  // nothing moves, as for the collectives: no group to open and close
   const size_t bytes = count * typeSize(datatype);
   if (alltoAllAsCollective(comm, bytes)) {
-    Task t = probe;
-    t.func = ncclFuncAlltoAll;
+    Task t = checkedTask(ncclFuncAlltoAll, count, datatype, opStream);
     t.sendbuff = sendbuff;
     t.recvbuff = recvbuff;
-    t.devOp = plexusDevSum;
-    t.root = t.peer = -1;
     return enqueueTask(comm, t);
   }
+  const Task probe = checkedTask(ncclFuncSend, count, datatype, opStream);  // checked once: each part is a copy
   return grouped([&]() -> ncclResult_t {
     for (int p = 0; p < comm->nRanks; p++) {
       NCCLCHECK(enqueueP2p(comm, probe, ncclFuncSend, (const char*)sendbuff + p * bytes, p));
@@ -319,14 +332,15 @@ NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t 
          ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream) {
-  Task probe{};
-  ncclResult_t r = checkCommon(comm, "ncclGather", count, true, datatype, stream, &probe);
+  cudaStream_t opStream = nullptr;
+  ncclResult_t r = checkCommon(comm, "ncclGather", count, true, datatype, stream, &opStream);
   if (r == ncclSuccess) r = checkRoot(comm, "ncclGather", root);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclGather", "sendbuff", sendbuff, count);
   if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclGather", "recvbuff", recvbuff, count);
   if (r != ncclSuccess) return refuse(r);
   if (count == 0) return ncclSuccess;
   const size_t bytes = count * typeSize(datatype);
+  const Task probe = checkedTask(ncclFuncSend, count, datatype, opStream);
   return grouped([&]() -> ncclResult_t {
     if (comm->rank == root)
       for (int p = 0; p < comm->nRanks; p++)
@@ -339,14 +353,15 @@ NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t
          int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
-  Task probe{};
-  ncclResult_t r = checkCommon(comm, "ncclScatter", count, true, datatype, stream, &probe);
+  cudaStream_t opStream = nullptr;
+  ncclResult_t r = checkCommon(comm, "ncclScatter", count, true, datatype, stream, &opStream);
   if (r == ncclSuccess) r = checkRoot(comm, "ncclScatter", root);
   if (r == ncclSuccess) r = checkBuffer(comm, "ncclScatter", "recvbuff", recvbuff, count);
   if (r == ncclSuccess && comm->rank == root) r = checkBuffer(comm, "ncclScatter", "sendbuff", sendbuff, count);
   if (r != ncclSuccess) return refuse(r);
   if (count == 0) return ncclSuccess;
   const size_t bytes = count * typeSize(datatype);
+  const Task probe = checkedTask(ncclFuncSend, count, datatype, opStream);
   return grouped([&]() -> ncclResult_t {
     if (comm->rank == root)
       for (int p = 0; p < comm->nRanks; p++)

@@ -53,7 +53,29 @@ float plannerEstimate(ncclComm* comm, const Task& task);
 
 // Bytes a collective moves per rank as NCCL counts them for tuning (AllReduce: count * size).
 size_t collectiveBytes(ncclFunc_t func, size_t count, ncclDataType_t type, int nRanks);
-size_t typeSize(ncclDataType_t type);
+// Inline: every operation's argument checks ask it.
+inline size_t typeSize(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
 const char* typeName(ncclDataType_t type);
 const char* funcName(ncclFunc_t func);
 const char* protoName(int proto);
