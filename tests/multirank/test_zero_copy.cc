@@ -136,6 +136,35 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
 
 harness::Scenario zeroCopyProcesses("zero-copy-processes", processScenario);
 
+// Processes on different nodes (the net transport and its proxy): a large message goes from the sender's buffer to
+// the plugin and from the plugin into the receiver's buffer, registered or malloc'ed, unless PLEXUS_NET_P2P_PTR=0;
+// a small one goes through the slots. The data is right either way.
+long netScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  const char* ptr = getenv("PLEXUS_NET_P2P_PTR");
+  const bool byPtr = !(ptr && !strcmp(ptr, "0"));
+  long bad = 0;
+  uint64_t zc = 0;
+  bad += exchange(rank, nranks, comm, stream, 1000, false, &zc);
+  if (zc != 0) {
+    fprintf(stderr, "rank %d: %llu bytes of 4 KB messages zero-copy across nodes, expected none\n", rank,
+            (unsigned long long)zc);
+    bad++;
+  }
+  const size_t count = 300000;  // 1.2 MB per pair: three slots' worth, the last one partly
+  const uint64_t expect = byPtr ? 3ull * (nranks - 1) * count * sizeof(int32_t) : 0;
+  for (bool registered : {false, true}) {
+    bad += exchange(rank, nranks, comm, stream, count, registered, &zc);
+    if (zc != expect) {
+      fprintf(stderr, "rank %d: %llu bytes zero-copy across nodes (registered %d), expected %llu\n", rank,
+              (unsigned long long)zc, (int)registered, (unsigned long long)expect);
+      bad++;
+    }
+  }
+  return bad;
+}
+
+harness::Scenario zeroCopyNet("zero-copy-net", netScenario);
+
 }  // namespace
 
 TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's buffers") {
@@ -171,4 +200,15 @@ TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev
     CHECK(harness::runProcesses("zero-copy-processes", 3) == 0);
     unsetenv(k.c_str());
   }
+}
+
+TEST_CASE("zero-copy point-to-point across nodes (2, 3): the net proxy sends from and receives into the user's "
+          "buffers, and PLEXUS_NET_P2P_PTR=0 keeps the slots") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    CHECK(harness::runProcesses("zero-copy-net", n, 120, 1) == 0);
+  }
+  setenv("PLEXUS_NET_P2P_PTR", "0", 1);
+  CHECK(harness::runProcesses("zero-copy-net", 2, 120, 1) == 0);
+  unsetenv("PLEXUS_NET_P2P_PTR");
 }

@@ -112,6 +112,14 @@ typedef struct plexusPtrExchange_v1 {
 /* The peer shares this connection's address space (ranks of one process; on CUDA, of one device or with peer
  * access): a point-to-point receiver may hand its sender a plain address (PLEXUS_XCHG_ADDRESS). */
 #define PLEXUS_CONN_P2P_SAME_SPACE 0x2
+/* A proxy moves this connection's steps and takes a step by pointer (NCCL's PLEXUS_MODE_PTR connFifo entries): a
+ * sender's step whose entry has mode PLEXUS_MODE_PTR goes out from ptr (size bytes) instead of its slot; a receiver's
+ * step whose entry has that mode, written before recvWanted covers the step, is received into ptr (size bytes)
+ * instead of its slot. The memory is the proxy's until the step completes (the sender's head, the receiver's tail
+ * passes it); the side that set the mode sets it back to PLEXUS_MODE_NORMAL when it takes the slot again (the
+ * sender's proxy on completion, the receiver's kernel on consumption). Point-to-point messages of at least
+ * PLEXUS_P2P_ZERO_COPY_MIN_BYTES go so, with no copy through the slots; either side may, whatever the other does. */
+#define PLEXUS_CONN_NET_PTR 0x4
 
 /* One direction of one connection, as its kernel sees it. For a send connector buffs/tail/connFifo
  * are the receiver's and head is local; for a recv connector the reverse. */

@@ -122,6 +122,9 @@ struct NetConn {
   bool refusing = false;
   ProxyProfile* profile = nullptr;  // host backend: the steps' profiler handles (phandle)
   void* phandles[PLEXUS_STEPS] = {};
+  // Steps the kernel gave by pointer (PLEXUS_CONN_NET_PTR): the registration of each, from its posting until its
+  // completion (sender) or release (receiver).
+  void* ptrHandles[PLEXUS_STEPS] = {};
 
   void* stepHandle(uint64_t step) const { return profile ? profile->stepHandle(step) : nullptr; }
   const NetPlugin& plugin() const { return *net->plugin; }
@@ -400,6 +403,9 @@ void fillConn(const NetConn* c, plexusConnInfo_v1_t* conn) {
   conn->connFifo = c->kernelCtrl->connFifo;
   conn->stepSize = c->stepSize;
   conn->flags = PLEXUS_CONN_LL_IN_SLOTS;
+  // Host backend: a large point-to-point message goes from and into the user's buffers (host memory, which every
+  // plugin registers) with no copy through the slots, which on a CPU would cost as much as the network's own copies.
+  if (!c->rt && envInt("NET_P2P_PTR", 1) != 0) conn->flags |= PLEXUS_CONN_NET_PTR;
   if (!c->isSend) conn->recvWanted = &c->kernelCtrl->wanted;
 }
 
@@ -533,6 +539,32 @@ ncclResult_t failed(const NetConn& c, ncclResult_t r, const char* what, char* er
   return r == ncclRemoteError ? r : ncclSystemError;
 }
 
+// Where step `slot`'s bytes are and their registration: the slot, or the user's memory the kernel gave by pointer
+// (registered now; kept in ptrHandles until the step is over).
+ncclResult_t stepMemory(NetConn* c, int slot, void** data, size_t* size, void** mhandle, char* error, int errorLen) {
+  const plexusConnFifo_v1_t& f = c->ctrl->connFifo[slot];
+  if (f.mode != PLEXUS_MODE_PTR) {
+    *data = c->buff + (size_t)slot * c->stepSize;
+    *mhandle = c->mhandle;
+    return ncclSuccess;
+  }
+  *data = f.ptr;
+  *size = (size_t)f.size;
+  if (!c->ptrHandles[slot]) {
+    ncclResult_t r = c->plugin().api->regMr(c->comm, f.ptr, (size_t)f.size, NCCL_PTR_HOST, &c->ptrHandles[slot]);
+    if (r != ncclSuccess) return failed(*c, r, "regMr of a point-to-point buffer", error, errorLen);
+  }
+  *mhandle = c->ptrHandles[slot];
+  return ncclSuccess;
+}
+
+ncclResult_t releaseStepMemory(NetConn* c, int slot, char* error, int errorLen) {
+  if (!c->ptrHandles[slot]) return ncclSuccess;
+  ncclResult_t r = c->plugin().api->deregMr(c->comm, c->ptrHandles[slot]);
+  c->ptrHandles[slot] = nullptr;
+  return r == ncclSuccess ? r : failed(*c, r, "deregMr of a point-to-point buffer", error, errorLen);
+}
+
 // nccl-abi.md §5.3: post what the kernel published, test, free the slot and return credit.
 ncclResult_t sendProgress(NetConn* c, int* idle, char* error, int errorLen) {
   NetApi& api = *c->plugin().api;
@@ -544,8 +576,11 @@ ncclResult_t sendProgress(NetConn* c, int* idle, char* error, int errorLen) {
     if (size < 0 || size > c->stepSize)
       return failed(*c, ncclInternalError, "a kernel step of a bad size", error, errorLen);
     void* req = nullptr;
-    ncclResult_t r = api.isend(c->comm, c->buff + (size_t)slot * c->stepSize, (size_t)size, c->self, c->mhandle,
-                               c->stepHandle(c->posted), &req);
+    void* data = nullptr;
+    void* mhandle = nullptr;
+    size_t bytes = (size_t)size;
+    NCCLCHECK(stepMemory(c, slot, &data, &bytes, &mhandle, error, errorLen));
+    ncclResult_t r = api.isend(c->comm, data, bytes, c->self, mhandle, c->stepHandle(c->posted), &req);
     if (r != ncclSuccess) return failed(*c, r, "isend", error, errorLen);
     if (c->completed == c->posted) NCCLCHECK(refused(c, req != nullptr, error, errorLen));
     if (!req) break;  // the plugin is full: try again later
@@ -561,6 +596,8 @@ ncclResult_t sendProgress(NetConn* c, int* idle, char* error, int errorLen) {
     if (r != ncclSuccess) return failed(*c, r, "a send (test)", error, errorLen);
     if (!done) break;
     c->requests[slot] = nullptr;
+    NCCLCHECK(releaseStepMemory(c, slot, error, errorLen));
+    c->ctrl->connFifo[slot].mode = PLEXUS_MODE_NORMAL;
     c->ctrl->connFifo[slot].size = PLEXUS_CONNFIFO_FREE;
     c->completed++;
     c->oldestSince = Clock::now();
@@ -590,6 +627,7 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
       if (r != ncclSuccess) return failed(*c, r, "irecvConsumed", error, errorLen);
     }
     c->requests[slot] = nullptr;
+    NCCLCHECK(releaseStepMemory(c, slot, error, errorLen));
     moved = true;
   }
   // Only steps the kernel will consume: a receive posted for data that never comes would fail when
@@ -597,12 +635,14 @@ ncclResult_t recvProgress(NetConn* c, int* idle, char* error, int errorLen) {
   const uint64_t wanted = __atomic_load_n(&c->ctrl->wanted, __ATOMIC_ACQUIRE);
   while (c->posted < wanted && c->posted < c->released + PLEXUS_STEPS) {
     const int slot = (int)(c->posted % PLEXUS_STEPS);
-    void* data = c->buff + (size_t)slot * c->stepSize;
+    void* data = nullptr;
     size_t size = (size_t)c->stepSize;
+    void* mhandle = nullptr;
+    NCCLCHECK(stepMemory(c, slot, &data, &size, &mhandle, error, errorLen));
     int tag = c->peer;
     void* req = nullptr;
     c->phandles[slot] = c->stepHandle(c->posted);  // kept: a plugin may read it until the receive completes
-    ncclResult_t r = api.irecv(c->comm, 1, &data, &size, &tag, &c->mhandle, &c->phandles[slot], &req);
+    ncclResult_t r = api.irecv(c->comm, 1, &data, &size, &tag, &mhandle, &c->phandles[slot], &req);
     if (r != ncclSuccess) return failed(*c, r, "irecv", error, errorLen);
     if (c->completed == c->posted) NCCLCHECK(refused(c, req != nullptr, error, errorLen));
     if (!req) break;

@@ -57,7 +57,7 @@ PLEXUS_HD void p2pCopy(int tid, int nthreads, char* dst, const char* src, size_t
 #endif
 }
 
-enum P2pMode : uint8_t { kP2pSlots = 0, kP2pNegotiate = 1, kP2pDirect = 2, kP2pDone = 3, kP2pLL = 4 };
+enum P2pMode : uint8_t { kP2pSlots = 0, kP2pNegotiate = 1, kP2pDirect = 2, kP2pDone = 3, kP2pLL = 4, kP2pNet = 5 };
 
 /* Whether messages may cross connector c as LL lines: it has an LL buffer of its own, described by its transport. */
 PLEXUS_HD bool p2pTakesLL(const plexusConnInfo_v1_t* c) {
@@ -128,6 +128,53 @@ PLEXUS_HD void p2pDescribe(const plexusDevKernelArgs_v1_t* a, int channel, P2pSt
  * waits for the next round, since its step advances only when the copy is posted). */
 enum P2pMove { kP2pBlocked = 0, kP2pMoved = 1, kP2pQueued = 2 };
 
+/* Thread 0: a step of a message that a proxy moves by pointer (PLEXUS_CONN_NET_PTR), straight from or into the
+ * user's buffer. A sender hands each step to its proxy as it has credit, then waits until the proxy has sent them all
+ * (head): only then is the buffer the application's again. A receiver says where each step it wants goes before it
+ * wants it, and takes the step once the proxy has received it (tail). */
+PLEXUS_HD P2pMove p2pNetStep(const plexusDevKernelArgs_v1_t* a, P2pState* s, P2pState::Queue& q, P2pState::Msg& m) {
+  plexusConnInfo_v1_t* c = q.conn;
+  const uint64_t stepSize = (uint64_t)c->stepSize;
+  if (q.isSend) {
+    if (m.done == m.bytes) {
+      if (loadAcquire(c->head) < q.step) return kP2pBlocked;
+      c->headCache = q.step;
+      m.mode = kP2pDone;
+      return kP2pMoved;
+    }
+    if (c->headCache + PLEXUS_STEPS < q.step + 1 && (c->headCache = loadAcquire(c->head)) + PLEXUS_STEPS < q.step + 1)
+      return kP2pBlocked;
+    const uint64_t n = m.bytes - m.done < stepSize ? m.bytes - m.done : stepSize;
+    plexusConnFifo_v1_t& f = c->connFifo[q.step % PLEXUS_STEPS];
+    f.ptr = m.buf + m.done;
+    f.size = (int64_t)n;
+    f.mode = PLEXUS_MODE_PTR;
+    storeRelease(c->tail, ++q.step);
+    m.done += n;
+    return kP2pMoved;
+  }
+  const uint64_t left = (m.bytes - m.done + stepSize - 1) / stepSize;
+  const uint64_t want = q.step + (left < PLEXUS_STEPS ? left : PLEXUS_STEPS);
+  for (uint64_t t = loadRelaxed(c->recvWanted) > q.step ? loadRelaxed(c->recvWanted) : q.step; t < want; t++) {
+    const uint64_t off = m.done + (t - q.step) * stepSize;
+    plexusConnFifo_v1_t& f = c->connFifo[t % PLEXUS_STEPS];
+    f.ptr = m.buf + off;
+    f.size = (int64_t)(m.bytes - off < stepSize ? m.bytes - off : stepSize);
+    f.mode = PLEXUS_MODE_PTR;
+  }
+  wantRecv(c, want);
+  if (loadAcquire(c->tail) < q.step + 1) return kP2pBlocked;
+  const uint64_t n = m.bytes - m.done < stepSize ? m.bytes - m.done : stepSize;
+  plexusConnFifo_v1_t& f = c->connFifo[q.step % PLEXUS_STEPS];
+  f.mode = PLEXUS_MODE_NORMAL;
+  f.size = PLEXUS_CONNFIFO_FREE;
+  storeRelease(c->head, ++q.step);
+  if (a->hostOps) a->hostOps->count(a->hostOps->ctx, n, 0);
+  m.done += n;
+  if (m.done == m.bytes) m.mode = kP2pDone;
+  return kP2pMoved;
+}
+
 /* Thread 0: moves queue qi's current message on if its connector allows it now (a copy is queued as an action,
  * posted after every thread has done it). */
 PLEXUS_HD P2pMove p2pStep(const plexusDevKernelArgs_v1_t* a, int channel, P2pState* s, int qi) {
@@ -183,6 +230,7 @@ PLEXUS_HD P2pMove p2pStep(const plexusDevKernelArgs_v1_t* a, int channel, P2pSta
     m.mode = kP2pDone;
     return kP2pMoved;
   }
+  if (m.mode == kP2pNet) return p2pNetStep(a, s, q, m);
   if (s->nAct == PLEXUS_P2P_MAX_ACTIONS) return kP2pBlocked;
   if (m.mode == kP2pLL) {
     const uint64_t per = (uint64_t)PLEXUS_LL_SLOT_LINES * 8;
@@ -304,9 +352,11 @@ PLEXUS_HD bool p2pSetup(const plexusDevKernelArgs_v1_t* a, int channel, int tid,
       s->pending++;
       plexusDevConnector_v1_t& conn = m.isSend ? ch->peers[m.peer].send : ch->peers[m.peer].recv;
       /* Both sides take the same path by the same rule: the planner's mark, the size and the connection. */
-      m.mode = m.ll && p2pTakesLL(&conn.conn)                                             ? kP2pLL
-               : m.bytes >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES && conn.conn.ptrExchange ? kP2pNegotiate
-                                                                                  : kP2pSlots;
+      const bool large = m.bytes >= PLEXUS_P2P_ZERO_COPY_MIN_BYTES;
+      m.mode = m.ll && p2pTakesLL(&conn.conn)                          ? kP2pLL
+               : large && (conn.conn.flags & PLEXUS_CONN_NET_PTR)   ? kP2pNet
+               : large && conn.conn.ptrExchange                     ? kP2pNegotiate
+                                                                    : kP2pSlots;
       if (m.prev != 0xffff) continue;
       if (!conn.connected) {
         s->status = PLEXUS_CHANNEL_ERROR;
