@@ -60,8 +60,9 @@ typedef struct {
 } plexusDecision_t;
 ncclResult_t plexusCommLastDecision(ncclComm_t comm, plexusDecision_t* decision);
 /* Counters since the communicator was created: operations launched, and point-to-point bytes that
- * were written straight into the receiver's buffer (zero-copy: ranks of one process, or registered
- * ncclMemAlloc memory between processes) or went through the connections' slots. */
+ * were written straight into the receiver's buffer (zero-copy: ranks of one process, registered
+ * ncclMemAlloc memory or process_vm_writev between processes, the net proxy across nodes) or went
+ * through the connections' slots. */
 typedef struct {
   uint64_t operations;
   uint64_t p2pZeroCopyBytes;

@@ -112,12 +112,12 @@ typedef struct plexusPtrExchange_v1 {
 /* The peer shares this connection's address space (ranks of one process; on CUDA, of one device or with peer
  * access): a point-to-point receiver may hand its sender a plain address (PLEXUS_XCHG_ADDRESS). */
 #define PLEXUS_CONN_P2P_SAME_SPACE 0x2
-/* A proxy moves this connection's steps and takes a step by pointer (NCCL's PLEXUS_MODE_PTR connFifo entries): a
- * sender's step whose entry has mode PLEXUS_MODE_PTR goes out from ptr (size bytes) instead of its slot; a receiver's
- * step whose entry has that mode, written before recvWanted covers the step, is received into ptr (size bytes)
- * instead of its slot. The memory is the proxy's until the step completes (the sender's head, the receiver's tail
- * passes it); the side that set the mode sets it back to PLEXUS_MODE_NORMAL when it takes the slot again (the
- * sender's proxy on completion, the receiver's kernel on consumption). Point-to-point messages of at least
+/* A proxy moves this connection's steps and takes a step by pointer (connFifo mode PLEXUS_MODE_PTR, as NCCL's
+ * NCCL_MODE_PTR): a sender's step whose entry has that mode goes out from ptr (size bytes) instead of its slot; a
+ * receiver's step whose entry has that mode, written before recvWanted covers the step, is received into ptr (size
+ * bytes) instead of its slot. The memory is the proxy's until the step completes (the sender's head, the receiver's
+ * tail passes it). The entry goes back to PLEXUS_MODE_NORMAL when its slot is free again: by the sender's proxy when
+ * the send completes, by the receiver's kernel when it consumes the step. Point-to-point messages of at least
  * PLEXUS_P2P_ZERO_COPY_MIN_BYTES go so, with no copy through the slots; either side may, whatever the other does. */
 #define PLEXUS_CONN_NET_PTR 0x4
 

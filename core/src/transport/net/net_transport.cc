@@ -340,6 +340,8 @@ void release(NetConn* c) {
   if (c->net && c->net->plugin) {
     NetApi* a = c->net->plugin->api.get();
     if (c->mhandle) a->deregMr(c->comm, c->mhandle);
+    for (void*& h : c->ptrHandles)  // steps given by pointer that were in flight (an abort)
+      if (h) a->deregMr(c->comm, h), h = nullptr;
     if (c->comm) (c->isSend ? a->closeSend(c->comm) : a->closeRecv(c->comm));
     if (c->listenComm) a->closeListen(c->listenComm);
   }
