@@ -1,11 +1,10 @@
 // Zero-copy point-to-point: messages of 64 KiB and more go straight into the receiver's buffer when
 // the sender can address it (ranks of one process, registered ncclMemAlloc memory between processes,
 // or any memory of another process through process_vm_writev) and through the connections' slots
-// otherwise (PLEXUS_CMA=0, or the kernel refuses process_vm_writev: a seccomp filter here). Checked by content and by the
-// communicator's counters (plexusCommGetStats), mixed with small messages and collectives on the
-// same connectors.
+// otherwise (PLEXUS_CMA=0, or the kernel refuses process_vm_writev: a seccomp filter here). Checked by content and by
+// the communicator's counters (plexusCommGetStats), mixed with small messages and collectives on the same connectors.
+#include <dlfcn.h>
 #include <doctest/doctest.h>
-
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -127,8 +126,8 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
   }
   bad += exchange(rank, nranks, comm, stream, count, false, &zc);
   if (zc != (viaCma ? expect : 0)) {
-    fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes, expected %llu\n",
-            rank, (unsigned long long)zc, (unsigned long long)(viaCma ? expect : 0));
+    fprintf(stderr, "rank %d: %llu bytes zero-copy with malloc'ed buffers between processes, expected %llu\n", rank,
+            (unsigned long long)zc, (unsigned long long)(viaCma ? expect : 0));
     bad++;
   }
   return bad;
@@ -137,10 +136,10 @@ long processScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
 harness::Scenario zeroCopyProcesses("zero-copy-processes", processScenario);
 
 // Processes on different nodes (the net transport and its proxy): a large message goes from the sender's buffer to
-// the plugin and from the plugin into the receiver's buffer, registered or malloc'ed, unless PLEXUS_NET_P2P_PTR=0;
+// the plugin and from the plugin into the receiver's buffer, registered or malloc'ed, unless PLEXUS_NET_PTR=0;
 // a small one goes through the slots. The data is right either way.
 long netScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
-  const char* ptr = getenv("PLEXUS_NET_P2P_PTR");
+  const char* ptr = getenv("PLEXUS_NET_PTR");
   const bool byPtr = !(ptr && !strcmp(ptr, "0"));
   long bad = 0;
   uint64_t zc = 0;
@@ -165,6 +164,109 @@ long netScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
 
 harness::Scenario zeroCopyNet("zero-copy-net", netScenario);
 
+// The test net plugin (tests/plugins/test_net.cc, over the built-in socket net) counts the bytes isend and irecv
+// are handed inside one buffer: the application's, or none of it when the runtime stages through its slots.
+const std::string kWatchNet = std::string(PLEXUS_TEST_LIB_DIR) + "/../test-plugins/libnccl-net-test-v12.so";
+struct Watched {
+  uint64_t sent = 0, received = 0;
+};
+
+// Collectives across nodes (1 rank each): with PLEXUS_NET_PTR on (the default) the ring's steps leave from the
+// application's buffers and arrive in them, as much as the ring moves: (n-1)/n of an AllReduce's buffer received
+// into its output and sent from it, 1/n sent from its input (reduce-scatter's first step); an AllGather's and a
+// ReduceScatter's blocks likewise. With PLEXUS_NET_PTR=0 none of it. The data is right either way.
+long netCollScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream) {
+  const char* ptr = getenv("PLEXUS_NET_PTR");
+  const bool byPtr = !(ptr && !strcmp(ptr, "0"));
+  void* plugin = dlopen(kWatchNet.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  auto watchFn = plugin ? (void (*)(const void*, size_t))dlsym(plugin, "plexusTestNetWatch") : nullptr;
+  auto watchedFn = plugin ? (void (*)(uint64_t*, uint64_t*))dlsym(plugin, "plexusTestNetWatched") : nullptr;
+  if (!watchFn || !watchedFn) {
+    fprintf(stderr, "rank %d: the test net plugin %s is not loaded (NCCL_NET_PLUGIN)\n", rank, kWatchNet.c_str());
+    return 1;
+  }
+  const size_t count = (size_t)nranks * 768 * 1024;  // 3 MiB of int32 per rank and node count
+  const uint64_t bytes = count * sizeof(int32_t), share = bytes / nranks;
+  std::vector<int32_t> in(count), out(count);
+  long bad = 0;
+  auto watched = [&](const void* buf, size_t len, auto&& op) {
+    watchFn(buf, len);
+    ncclResult_t r = op();
+    if (r == ncclSuccess) r = plexusStreamSynchronize(stream);
+    if (r != ncclSuccess) {
+      fprintf(stderr, "rank %d: %s\n", rank, ncclGetErrorString(r));
+      bad += 1000;
+    }
+    Watched w;
+    watchedFn(&w.sent, &w.received);
+    return w;
+  };
+  auto expect = [&](const char* what, uint64_t got, uint64_t want) {
+    if (got == (byPtr ? want : 0)) return;
+    fprintf(stderr, "rank %d: %s: %llu bytes, expected %llu\n", rank, what, (unsigned long long)got,
+            (unsigned long long)(byPtr ? want : 0));
+    bad++;
+  };
+  auto fill = [&](int32_t* p, size_t n, int r) {
+    for (size_t i = 0; i < n; i++) p[i] = value(r, 0, i);
+  };
+
+  // AllReduce out of place: the input's share leaves from the input, the rest from and into the output.
+  fill(in.data(), count, rank);
+  Watched fromIn = watched(
+      in.data(), bytes, [&] { return ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclSum, comm, stream); });
+  for (size_t i = 0; i < count; i++) {
+    int64_t sum = 0;
+    for (int r = 0; r < nranks; r++) sum += value(r, 0, i);
+    bad += out[i] != (int32_t)sum;
+  }
+  expect("AllReduce: sent from the input", fromIn.sent, share);
+  expect("AllReduce: received into the input", fromIn.received, 0);
+  fill(in.data(), count, rank);
+  Watched toOut = watched(
+      out.data(), bytes, [&] { return ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclSum, comm, stream); });
+  expect("AllReduce: sent from the output", toOut.sent, bytes - share);
+  expect("AllReduce: received into the output", toOut.received, bytes - share);
+  // In place: all of it from and into the one buffer.
+  fill(out.data(), count, rank);
+  Watched inPlace = watched(out.data(), bytes, [&] {
+    return ncclAllReduce(out.data(), out.data(), count, ncclInt32, ncclSum, comm, stream);
+  });
+  for (size_t i = 0; i < count; i++) {
+    int64_t sum = 0;
+    for (int r = 0; r < nranks; r++) sum += value(r, 0, i);
+    bad += out[i] != (int32_t)sum;
+  }
+  expect("AllReduce in place: sent", inPlace.sent, bytes);
+  expect("AllReduce in place: received", inPlace.received, bytes - share);
+
+  // AllGather: every block but this rank's own arrives in the output, and all but the last it forwards leave it.
+  const size_t block = count / nranks;
+  fill(in.data(), block, rank);
+  Watched gathered =
+      watched(out.data(), bytes, [&] { return ncclAllGather(in.data(), out.data(), block, ncclInt32, comm, stream); });
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < block; i++) bad += out[r * block + i] != value(r, 0, i);
+  expect("AllGather: received into the output", gathered.received, bytes - share);
+  expect("AllGather: sent from the output", gathered.sent, bytes - share);
+
+  // ReduceScatter: partial sums travel in the slots; only the first step leaves from the input.
+  fill(in.data(), count, rank);
+  Watched scattered = watched(in.data(), bytes, [&] {
+    return ncclReduceScatter(in.data(), out.data(), block, ncclInt32, ncclSum, comm, stream);
+  });
+  for (size_t i = 0; i < block; i++) {
+    int64_t sum = 0;
+    for (int r = 0; r < nranks; r++) sum += value(r, 0, rank * block + i);
+    bad += out[i] != (int32_t)sum;
+  }
+  expect("ReduceScatter: sent from the input", scattered.sent, share);
+  if (bad) fprintf(stderr, "rank %d: %ld problems (PLEXUS_NET_PTR %s)\n", rank, bad, ptr ? ptr : "unset");
+  return bad;
+}
+
+harness::Scenario zeroCopyNetColl("zero-copy-net-coll", netCollScenario);
+
 }  // namespace
 
 TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's buffers") {
@@ -182,16 +284,18 @@ TEST_CASE("zero-copy point-to-point: ranks as threads write into each other's bu
         }) == 0);
 }
 
-TEST_CASE("zero-copy point-to-point between processes (2, 3): ncclMemAlloc memory mapped, any memory by "
-          "process_vm_writev") {
+TEST_CASE(
+    "zero-copy point-to-point between processes (2, 3): ncclMemAlloc memory mapped, any memory by "
+    "process_vm_writev") {
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("zero-copy-processes", n) == 0);
   }
 }
 
-TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev (PLEXUS_CMA=0, or refused by "
-          "the kernel) the slots carry the data") {
+TEST_CASE(
+    "zero-copy point-to-point between processes: without process_vm_writev (PLEXUS_CMA=0, or refused by "
+    "the kernel) the slots carry the data") {
   for (const char* var : {"PLEXUS_CMA=0", "PLEXUS_TEST_DENY_CMA=1"}) {
     CAPTURE(var);
     const std::string kv = var;
@@ -202,13 +306,28 @@ TEST_CASE("zero-copy point-to-point between processes: without process_vm_writev
   }
 }
 
-TEST_CASE("zero-copy point-to-point across nodes (2, 3): the net proxy sends from and receives into the user's "
-          "buffers, and PLEXUS_NET_P2P_PTR=0 keeps the slots") {
+TEST_CASE(
+    "zero-copy point-to-point across nodes (2, 3): the net proxy sends from and receives into the user's "
+    "buffers, and PLEXUS_NET_PTR=0 keeps the slots") {
   for (int n : {2, 3}) {
     CAPTURE(n);
     CHECK(harness::runProcesses("zero-copy-net", n, 120, 1) == 0);
   }
-  setenv("PLEXUS_NET_P2P_PTR", "0", 1);
+  setenv("PLEXUS_NET_PTR", "0", 1);
   CHECK(harness::runProcesses("zero-copy-net", 2, 120, 1) == 0);
-  unsetenv("PLEXUS_NET_P2P_PTR");
+  unsetenv("PLEXUS_NET_PTR");
+}
+
+TEST_CASE(
+    "zero-copy collectives across nodes (2, 3): the net proxy sends from and receives into the user's "
+    "buffers where the ring's data is there, and PLEXUS_NET_PTR=0 keeps the slots") {
+  setenv("NCCL_NET_PLUGIN", kWatchNet.c_str(), 1);
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    CHECK(harness::runProcesses("zero-copy-net-coll", n, 120, 1) == 0);
+  }
+  setenv("PLEXUS_NET_PTR", "0", 1);
+  CHECK(harness::runProcesses("zero-copy-net-coll", 2, 120, 1) == 0);
+  unsetenv("PLEXUS_NET_PTR");
+  unsetenv("NCCL_NET_PLUGIN");
 }

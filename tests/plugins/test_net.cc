@@ -8,9 +8,14 @@
 //   - bad-nodevs (devices() gives 0), bad-init (init fails), bad-nosymbol (no ncclNetPlugin_vN at all),
 //     bad-nullmember (v12 with isend NULL), bad-newer (only ncclNetPlugin_v13, a version nobody knows):
 //     one defect each, which the loader must refuse or skip with one clear line.
+// Each also exports a hook for tests in the process that loaded it (plexusTestNetWatch/plexusTestNetWatched):
+// the bytes that isend and irecv were handed inside one buffer, which shows whether the runtime gave the plugin
+// the application's memory or its own staging slots.
 #include <dlfcn.h>
 #include <plexus/net.h>
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 
 #ifndef NET_VERSION
@@ -99,12 +104,24 @@ ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint6
   return socketNet->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
 }
 ncclResult_t netDeregMr(void* comm, void* mhandle) { return socketNet->deregMr(comm, mhandle); }
+// The buffer watched, and the bytes posted inside it (the proxy's threads post; the test reads between operations).
+std::atomic<uintptr_t> watchLo{0}, watchHi{0};
+std::atomic<uint64_t> watchSent{0}, watchReceived{0};
+void watch(const void* data, size_t size, std::atomic<uint64_t>& into) {
+  const uintptr_t p = (uintptr_t)data;
+  if (size && p >= watchLo.load() && p + size <= watchHi.load()) into.fetch_add(size);
+}
 ncclResult_t netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request) {
-  return socketNet->isend(sendComm, data, size, tag, mhandle, phandle, request);
+  ncclResult_t r = socketNet->isend(sendComm, data, size, tag, mhandle, phandle, request);
+  if (r == ncclSuccess && *request) watch(data, size, watchSent);
+  return r;
 }
 ncclResult_t netIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
                       void** request) {
-  return socketNet->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+  ncclResult_t r = socketNet->irecv(recvComm, n, data, sizes, tags, mhandles, phandles, request);
+  if (r == ncclSuccess && *request)
+    for (int i = 0; i < n; i++) watch(data[i], sizes[i], watchReceived);
+  return r;
 }
 ncclResult_t netIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
   return socketNet->iflush(recvComm, n, data, sizes, mhandles, request);
@@ -169,3 +186,17 @@ static const ncclNet_v12_t testNet = TEST_NET_TABLE;
 #define EXPORT_VERSION(v) EXPORT_VERSION2(v)
 EXPORT_VERSION(NET_VERSION)
 #endif
+
+// The test hook (see the top): watch [p, p + size) from now on, counting from zero; read what was posted inside it.
+extern "C" __attribute__((visibility("default"))) void plexusTestNetWatch(const void* p, size_t size) {
+  watchLo = 0;
+  watchHi = 0;
+  watchSent = 0;
+  watchReceived = 0;
+  watchLo = (uintptr_t)p;
+  watchHi = (uintptr_t)p + size;
+}
+extern "C" __attribute__((visibility("default"))) void plexusTestNetWatched(uint64_t* sent, uint64_t* received) {
+  *sent = watchSent.load();
+  *received = watchReceived.load();
+}

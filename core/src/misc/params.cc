@@ -93,9 +93,9 @@ const std::vector<ParamInfo>& table() {
         {"NET", S, "", kFixed, kNccl, kDoc, "the net to use, by name; unset: the first that loads", nullptr},
         {"NET_GDR", I, "1", kFixed, kPlexus, kDoc,
          "0: CUDA connections across nodes stage through host memory even where the net reads GPU memory", nullptr},
-        {"NET_P2P_PTR", I, "1", kFixed, kPlexus, kDoc,
-         "0: host point-to-point messages across nodes of 64 KiB or more go through the connection's slots, not "
-         "straight from and into the user's buffers",
+        {"NET_PTR", I, "1", kFixed, kPlexus, kDoc,
+         "0: on the host backend the net proxy moves every step through the connection's slots; 1: point-to-point "
+         "messages and collectives' steps of 64 KiB or more go straight from and into the user's buffers",
          nullptr},
         {"NET_PLUGIN", S, "", kFixed, kNccl, kDoc,
          "net plugins to try; unset: the config file's plugins.net, else libnccl-net.so if present", nullptr},

@@ -118,7 +118,9 @@ typedef struct plexusPtrExchange_v1 {
  * bytes) instead of its slot. The memory is the proxy's until the step completes (the sender's head, the receiver's
  * tail passes it). The entry goes back to PLEXUS_MODE_NORMAL when its slot is free again: by the sender's proxy when
  * the send completes, by the receiver's kernel when it consumes the step. Point-to-point messages of at least
- * PLEXUS_P2P_ZERO_COPY_MIN_BYTES go so, with no copy through the slots; either side may, whatever the other does. */
+ * PLEXUS_P2P_ZERO_COPY_MIN_BYTES go so, and the Simple protocol's calls of at least PLEXUS_NET_PTR_MIN_BYTES whose
+ * data the application's buffers hold (primitives.h, netPtrRoute), with no copy through the slots; either side may,
+ * whatever the other does. */
 #define PLEXUS_CONN_NET_PTR 0x4
 
 /* One direction of one connection, as its kernel sees it. For a send connector buffs/tail/connFifo

@@ -405,9 +405,10 @@ void fillConn(const NetConn* c, plexusConnInfo_v1_t* conn) {
   conn->connFifo = c->kernelCtrl->connFifo;
   conn->stepSize = c->stepSize;
   conn->flags = PLEXUS_CONN_LL_IN_SLOTS;
-  // Host backend: a large point-to-point message goes from and into the user's buffers (host memory, which every
-  // plugin registers) with no copy through the slots, which on a CPU would cost as much as the network's own copies.
-  if (!c->rt && envInt("NET_P2P_PTR", 1) != 0) conn->flags |= PLEXUS_CONN_NET_PTR;
+  // Host backend: large point-to-point messages and collectives' steps go from and into the user's buffers (host
+  // memory, which every plugin registers) with no copy through the slots, which on a CPU would cost as much as the
+  // network's own copies.
+  if (!c->rt && envInt("NET_PTR", 1) != 0) conn->flags |= PLEXUS_CONN_NET_PTR;
   if (!c->isSend) conn->recvWanted = &c->kernelCtrl->wanted;
 }
 

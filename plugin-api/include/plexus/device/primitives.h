@@ -27,8 +27,7 @@ namespace plexus::dev {
  * The channel then says which (status) and on whom it waited (waitPeer, waitIsSend, waitSince), and
  * every later primitive call returns at once. */
 template <typename Ready>
-PLEXUS_HD bool waitUntil(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int peer, int isSend,
-                         Ready ready) {
+PLEXUS_HD bool waitUntil(const plexusDevComm_v1_t* comm, plexusDevChannel_v1_t* ch, int peer, int isSend, Ready ready) {
   if (ready()) return true;
   uint64_t start = 0;
   for (uint32_t iter = 0;; iter++) {
@@ -106,8 +105,7 @@ struct PeerConns {
   }
   /* Thread 0 announces the steps a call of `slices` slices will receive on each recv connector. */
   PLEXUS_HD void announce(size_t slices) {
-    for (int i = 0; i < nrecv; i++)
-      wantRecv(recv[i], recvStep[i] + (slices < PLEXUS_STEPS ? slices : PLEXUS_STEPS));
+    for (int i = 0; i < nrecv; i++) wantRecv(recv[i], recvStep[i] + (slices < PLEXUS_STEPS ? slices : PLEXUS_STEPS));
   }
   /* Thread 0 waits until every send connector has a free slot of protocol proto for the next step. The
    * peer's head is read only when the credit last seen is used up (NCCL's sendConnHeadCache): reading it
@@ -156,7 +154,9 @@ class PrimitiveOps {
   PLEXUS_HD void recv(size_t outOff, size_t n, bool postOp = false) {
     d().run(kPrimRecv | kPrimDst, 0, outOff, n, postOp, -1);
   }
-  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) { d().run(kPrimRecv | kPrimSend | kPrimSrc, inOff, 0, n, false, -1); }
+  PLEXUS_HD void recvReduceSend(size_t inOff, size_t n) {
+    d().run(kPrimRecv | kPrimSend | kPrimSrc, inOff, 0, n, false, -1);
+  }
   PLEXUS_HD void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool postOp = false) {
     d().run(kPrimRecv | kPrimSend | kPrimSrc | kPrimDst, inOff, outOff, n, postOp, -1);
   }
@@ -196,16 +196,26 @@ struct PrimState {
   const T* input;
   T* output;
   F func;
-  size_t minStep; /* the smallest Simple step (bytes) of the connectors; SIZE_MAX without peers */
-  bool stopped;   /* the threads agreed that the channel stopped (abort, timeout) */
-  bool leads;     /* setLeads: this rank only sends in this operation */
+  size_t minStep;   /* the smallest Simple step (bytes) of the connectors; SIZE_MAX without peers */
+  bool stopped;     /* the threads agreed that the channel stopped (abort, timeout) */
+  bool leads;       /* setLeads: this rank only sends in this operation */
+  unsigned ptrSent; /* bit i: send connector i took a step by pointer (NetPtr), not yet known sent */
   PeerConns p;
 
   PLEXUS_HD PrimState(const plexusDevComm_v1_t* comm_, plexusDevChannel_v1_t* ch_, int tid_, int nthreads_,
                       const int* recvPeers, int nrecv, const int* sendPeers, int nsend, const void* input_,
                       void* output_, uint64_t redOpArg)
-      : comm(comm_), ch(ch_), tid(tid_), nthreads(nthreads_), input((const T*)input_), output((T*)output_),
-        func(redOpArg), minStep((size_t)-1), stopped(loadRelaxed(&ch_->status) != PLEXUS_CHANNEL_OK), leads(false) {
+      : comm(comm_),
+        ch(ch_),
+        tid(tid_),
+        nthreads(nthreads_),
+        input((const T*)input_),
+        output((T*)output_),
+        func(redOpArg),
+        minStep((size_t)-1),
+        stopped(loadRelaxed(&ch_->status) != PLEXUS_CHANNEL_OK),
+        leads(false),
+        ptrSent(0) {
     p.load(ch_, recvPeers, nrecv, sendPeers, nsend);
     for (int i = 0; i < nrecv; i++)
       if ((size_t)p.recv[i]->stepSize < minStep) minStep = (size_t)p.recv[i]->stepSize;
@@ -229,7 +239,16 @@ struct PrimState {
     return stopped;
   }
   PLEXUS_HD void finish() {
-    if (tid == 0) p.store();
+    if (tid != 0) return;
+#if !defined(__CUDA_ARCH__)
+    /* Steps given by pointer are the proxy's until sent (head): the buffers go back to the application only then. */
+    for (int i = 0; i < p.nsend; i++)
+      if (ptrSent & (1u << i)) {
+        if (!waitAtLeast(comm, ch, p.send[i]->head, p.sendStep[i], p.sendPeer[i], 1)) break;
+        p.sendHead[i] = p.sendStep[i];
+      }
+#endif
+    p.store();
   }
   /* Thread 0, before a step of protocol proto: announces the receives, waits for credit and, where the
    * protocol is Simple or lines travel in whole slots (PLEXUS_CONN_LL_IN_SLOTS), for the data. False when a
@@ -272,6 +291,56 @@ PLEXUS_HD char* simpleSlot(plexusConnInfo_v1_t* c, uint64_t step) {
   return c->buffs[PLEXUS_PROTO_SIMPLE] + (size_t)(step % PLEXUS_STEPS) * (size_t)c->stepSize;
 }
 
+/* Host backend, over connectors whose proxy takes steps by pointer (PLEXUS_CONN_NET_PTR, a net): a call's steps skip
+ * the slots where the application's buffer holds their bytes. A sender hands its proxy the output wherever the step
+ * writes one, the input where the step only sends it (and no pre-op changes it); a receiver that only copies into
+ * the output has its proxy receive there. So a ring AllReduce's reduce-scatter sends from its input, reduces into its
+ * output and sends from there, and its all-gather receives into its output: no copy into or out of a slot. Partial
+ * results that only a slot holds (recvReduceSend), reductions of what arrives, and CUDA keep the slots. Below
+ * PLEXUS_NET_PTR_MIN_BYTES a call keeps them too: a copy costs less than registering the memory for the step. */
+#define PLEXUS_NET_PTR_MIN_BYTES (64 * 1024)
+template <typename T, typename F>
+PLEXUS_HD void netPtrRoute(const PrimState<T, F>& s, unsigned flags, size_t inOff, size_t outOff, size_t nelem,
+                           bool postOp, int selfPos, const T** sendFrom, T** recvInto) {
+  *sendFrom = nullptr;
+  *recvInto = nullptr;
+#if !defined(__CUDA_ARCH__)
+  if (nelem * sizeof(T) < PLEXUS_NET_PTR_MIN_BYTES) return;
+  const bool recv = flags & kPrimRecv;
+  bool sendPtr = (flags & kPrimSend) && s.p.nsend > 0;
+  for (int i = 0; sendPtr && i < s.p.nsend; i++) sendPtr = s.p.send[i]->flags & PLEXUS_CONN_NET_PTR;
+  if (sendPtr) {
+    if (flags & kPrimDst)
+      *sendFrom = s.output + outOff;
+    else if (!recv && (flags & kPrimSrc) && !F::hasPre)
+      *sendFrom = s.input + inOff;
+    else if (!recv && !(flags & kPrimSrc) && selfPos >= 0)
+      *sendFrom = s.output + outOff; /* sendFromOutput */
+  }
+  if (recv && s.p.nrecv == 1 && (s.p.recv[0]->flags & PLEXUS_CONN_NET_PTR) && s.p.recv[0]->recvWanted &&
+      (flags & kPrimDst) && !(flags & kPrimSrc) && selfPos < 0 && !postOp)
+    *recvInto = s.output + outOff;
+#endif
+}
+
+/* Thread 0, receiving into the application's buffer (netPtrRoute): says where each step up to `want` goes, before
+ * announcing it (the proxy posts a step's receive once it is wanted). Steps announced already were described then. */
+template <typename T, typename F>
+PLEXUS_HD void describeRecvPtr(PrimState<T, F>& s, T* into, size_t done, size_t nelem, size_t slice,
+                               size_t slicesLeft) {
+  plexusConnInfo_v1_t* c = s.p.recv[0];
+  const uint64_t step = s.p.recvStep[0];
+  const uint64_t want = step + (slicesLeft < PLEXUS_STEPS ? slicesLeft : PLEXUS_STEPS);
+  const uint64_t wanted = loadRelaxed(c->recvWanted);
+  for (uint64_t t = wanted > step ? wanted : step; t < want; t++) {
+    const size_t off = done + (size_t)(t - step) * slice;
+    plexusConnFifo_v1_t& f = c->connFifo[t % PLEXUS_STEPS];
+    f.ptr = into + off;
+    f.size = (int64_t)((nelem - off < slice ? nelem - off : slice) * sizeof(T));
+    f.mode = PLEXUS_MODE_PTR;
+  }
+}
+
 /* Simple: one step's slot of each connector holds a slice of the data as is; tail and head say when. */
 struct SimpleProtocol {
   template <typename T, typename F>
@@ -279,10 +348,17 @@ struct SimpleProtocol {
                                     bool postOp, int selfPos) {
     const bool recv = flags & kPrimRecv, send = flags & kPrimSend;
     const size_t slice = s.minStep == (size_t)-1 ? nelem : s.minStep / sizeof(T);
+    const T* sendFrom;
+    T* recvInto;
+    netPtrRoute(s, flags, inOff, outOff, nelem, postOp, selfPos, &sendFrom, &recvInto);
     for (size_t done = 0; done < nelem; done += slice) {
       const size_t n = nelem - done < slice ? nelem - done : slice;
+      const size_t slicesLeft = (nelem - done + slice - 1) / slice;
       bool waited = true;
-      if (s.tid == 0) waited = s.waitStep(flags, (nelem - done + slice - 1) / slice, PLEXUS_PROTO_SIMPLE);
+      if (s.tid == 0) {
+        if (recvInto) describeRecvPtr(s, recvInto, done, nelem, slice, slicesLeft);
+        waited = s.waitStep(flags, slicesLeft, PLEXUS_PROTO_SIMPLE);
+      }
       if (s.stopAll(!waited)) return;
       const T* srcs[PLEXUS_MAX_SRCS];
       T* dsts[PLEXUS_MAX_DSTS];
@@ -291,16 +367,30 @@ struct SimpleProtocol {
       const int nr = recv ? s.p.nrecv : 0;
       for (int i = 0; i < nr; i++) {
         if (i == selfPos) srcs[nsrc++] = s.output + outOff + done;
-        srcs[nsrc++] = (const T*)simpleSlot(s.p.recv[i], s.p.recvStep[i]);
+        srcs[nsrc++] = recvInto ? recvInto + done : (const T*)simpleSlot(s.p.recv[i], s.p.recvStep[i]);
       }
       if (selfPos >= nr) srcs[nsrc++] = s.output + outOff + done;
-      if (flags & kPrimDst) dsts[ndst++] = s.output + outOff + done;
-      if (send)
+      if ((flags & kPrimDst) && !recvInto) dsts[ndst++] = s.output + outOff + done;
+      if (send && !sendFrom)
         for (int i = 0; i < s.p.nsend; i++) dsts[ndst++] = (T*)simpleSlot(s.p.send[i], s.p.sendStep[i]);
       /* Pre-op only where a rank's own input enters a reduction, post-op only where asked. */
-      reduceCopy<T, F>(s.tid, s.nthreads, s.func, srcs, nsrc, (flags & kPrimSrc) != 0, dsts, ndst, postOp, n);
+      if (ndst) reduceCopy<T, F>(s.tid, s.nthreads, s.func, srcs, nsrc, (flags & kPrimSrc) != 0, dsts, ndst, postOp, n);
       barrier();
+      if (s.tid == 0 && (sendFrom || recvInto)) netPtrStep(s, sendFrom ? sendFrom + done : nullptr, recvInto);
       s.postStep(flags, (int64_t)(n * sizeof(T)), true);
+    }
+  }
+  /* Thread 0, before postStep publishes a step taken by pointer: the sender's entry says where its bytes are; the
+   * receiver's goes back to the slots' mode for the step that will reuse it. */
+  template <typename T, typename F>
+  static PLEXUS_HD void netPtrStep(PrimState<T, F>& s, const T* from, const T* recvInto) {
+    if (recvInto) s.p.recv[0]->connFifo[s.p.recvStep[0] % PLEXUS_STEPS].mode = PLEXUS_MODE_NORMAL;
+    if (!from) return;
+    for (int i = 0; i < s.p.nsend; i++) {
+      plexusConnFifo_v1_t& f = s.p.send[i]->connFifo[s.p.sendStep[i] % PLEXUS_STEPS];
+      f.ptr = (void*)from;
+      f.mode = PLEXUS_MODE_PTR;
+      s.ptrSent |= 1u << i;
     }
   }
 };
