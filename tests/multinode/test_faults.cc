@@ -5,7 +5,7 @@
 // the job goes on. ncclCommAbort from another thread returns within 1 s, also while the proxy is stuck
 // inside a net plugin.
 //
-// Trials per kind: PLEXUS_FAULT_TRIALS (default 2 here; the full suite's fault tests run 20);
+// Trials per kind: PLEXUS_FAULT_TRIALS (default 2 here; ctest -L stress runs 20);
 // PLEXUS_FAULT_KINDS=ucx runs the kinds whose names hold that string; PLEXUS_FAULT_SEED=<n> replays the trials a
 // failing run printed (the seed of its kind, with PLEXUS_FAULT_KINDS naming that kind).
 #include <doctest/doctest.h>
