@@ -210,21 +210,26 @@ long netCollScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
   auto fill = [&](int32_t* p, size_t n, int r) {
     for (size_t i = 0; i < n; i++) p[i] = value(r, 0, i);
   };
+  // The output's first n elements against every rank's fill from element `first` on, summed in 64 bits.
+  auto checkSums = [&](size_t first, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+      int64_t sum = 0;
+      for (int r = 0; r < nranks; r++) sum += value(r, 0, first + i);
+      bad += out[i] != (int32_t)sum;
+    }
+  };
 
   // AllReduce out of place: the input's share leaves from the input, the rest from and into the output.
   fill(in.data(), count, rank);
   Watched fromIn = watched(
       in.data(), bytes, [&] { return ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclSum, comm, stream); });
-  for (size_t i = 0; i < count; i++) {
-    int64_t sum = 0;
-    for (int r = 0; r < nranks; r++) sum += value(r, 0, i);
-    bad += out[i] != (int32_t)sum;
-  }
+  checkSums(0, count);
   expect("AllReduce: sent from the input", fromIn.sent, share);
   expect("AllReduce: received into the input", fromIn.received, 0);
   fill(in.data(), count, rank);
   Watched toOut = watched(
       out.data(), bytes, [&] { return ncclAllReduce(in.data(), out.data(), count, ncclInt32, ncclSum, comm, stream); });
+  checkSums(0, count);
   expect("AllReduce: sent from the output", toOut.sent, bytes - share);
   expect("AllReduce: received into the output", toOut.received, bytes - share);
   // In place: all of it from and into the one buffer.
@@ -232,11 +237,7 @@ long netCollScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
   Watched inPlace = watched(out.data(), bytes, [&] {
     return ncclAllReduce(out.data(), out.data(), count, ncclInt32, ncclSum, comm, stream);
   });
-  for (size_t i = 0; i < count; i++) {
-    int64_t sum = 0;
-    for (int r = 0; r < nranks; r++) sum += value(r, 0, i);
-    bad += out[i] != (int32_t)sum;
-  }
+  checkSums(0, count);
   expect("AllReduce in place: sent", inPlace.sent, bytes);
   expect("AllReduce in place: received", inPlace.received, bytes - share);
 
@@ -255,11 +256,7 @@ long netCollScenario(int rank, int nranks, ncclComm_t comm, cudaStream_t stream)
   Watched scattered = watched(in.data(), bytes, [&] {
     return ncclReduceScatter(in.data(), out.data(), block, ncclInt32, ncclSum, comm, stream);
   });
-  for (size_t i = 0; i < block; i++) {
-    int64_t sum = 0;
-    for (int r = 0; r < nranks; r++) sum += value(r, 0, rank * block + i);
-    bad += out[i] != (int32_t)sum;
-  }
+  checkSums(rank * block, block);
   expect("ReduceScatter: sent from the input", scattered.sent, share);
   if (bad) fprintf(stderr, "rank %d: %ld problems (PLEXUS_NET_PTR %s)\n", rank, bad, ptr ? ptr : "unset");
   return bad;

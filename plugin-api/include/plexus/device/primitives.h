@@ -199,7 +199,7 @@ struct PrimState {
   size_t minStep;   /* the smallest Simple step (bytes) of the connectors; SIZE_MAX without peers */
   bool stopped;     /* the threads agreed that the channel stopped (abort, timeout) */
   bool leads;       /* setLeads: this rank only sends in this operation */
-  unsigned ptrSent; /* bit i: send connector i took a step by pointer (NetPtr), not yet known sent */
+  unsigned ptrSent; /* bit i: send connector i took a step by pointer (netPtrRoute), not yet known sent */
   PeerConns p;
 
   PLEXUS_HD PrimState(const plexusDevComm_v1_t* comm_, plexusDevChannel_v1_t* ch_, int tid_, int nthreads_,
