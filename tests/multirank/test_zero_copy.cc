@@ -303,28 +303,27 @@ TEST_CASE(
   }
 }
 
+// A net scenario on 2 and 3 nodes of 1 rank, then on 2 with PLEXUS_NET_PTR=0.
+static void runNetPtrOnAndOff(const char* scenario) {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    CHECK(harness::runProcesses(scenario, n, 120, 1) == 0);
+  }
+  setenv("PLEXUS_NET_PTR", "0", 1);
+  CHECK(harness::runProcesses(scenario, 2, 120, 1) == 0);
+  unsetenv("PLEXUS_NET_PTR");
+}
+
 TEST_CASE(
     "zero-copy point-to-point across nodes (2, 3): the net proxy sends from and receives into the user's "
     "buffers, and PLEXUS_NET_PTR=0 keeps the slots") {
-  for (int n : {2, 3}) {
-    CAPTURE(n);
-    CHECK(harness::runProcesses("zero-copy-net", n, 120, 1) == 0);
-  }
-  setenv("PLEXUS_NET_PTR", "0", 1);
-  CHECK(harness::runProcesses("zero-copy-net", 2, 120, 1) == 0);
-  unsetenv("PLEXUS_NET_PTR");
+  runNetPtrOnAndOff("zero-copy-net");
 }
 
 TEST_CASE(
     "zero-copy collectives across nodes (2, 3): the net proxy sends from and receives into the user's "
     "buffers where the ring's data is there, and PLEXUS_NET_PTR=0 keeps the slots") {
   setenv("NCCL_NET_PLUGIN", kWatchNet.c_str(), 1);
-  for (int n : {2, 3}) {
-    CAPTURE(n);
-    CHECK(harness::runProcesses("zero-copy-net-coll", n, 120, 1) == 0);
-  }
-  setenv("PLEXUS_NET_PTR", "0", 1);
-  CHECK(harness::runProcesses("zero-copy-net-coll", 2, 120, 1) == 0);
-  unsetenv("PLEXUS_NET_PTR");
+  runNetPtrOnAndOff("zero-copy-net-coll");
   unsetenv("NCCL_NET_PLUGIN");
 }
